@@ -1,0 +1,35 @@
+# Two commands for a newcomer: `make demo` and `make test`. Both set up .venv first.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+# The CPU build of torch is installed before the project so that pip never pulls a CUDA build.
+# Elsewhere, override it: `make TORCH_SPEC=torch demo` after choosing your index (see README).
+TORCH_SPEC ?= torch==2.13.0
+THREADS ?= 1
+STAMP  := $(VENV)/.foveal-installed
+
+.PHONY: setup demo test lint bench clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/pip install --quiet "$(TORCH_SPEC)"
+	$(BIN)/pip install --quiet -e ".[dev]"
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/foveal demo --threads $(THREADS)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff format --check src tests benchmarks
+
+bench: $(STAMP)
+	$(BIN)/foveal bench
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache .ruff_cache

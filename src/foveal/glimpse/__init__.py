@@ -1,0 +1,1 @@
+"""foveal.glimpse"""
