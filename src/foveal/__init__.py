@@ -2,26 +2,48 @@
 
 from foveal.attention import (
     Additive,
+    Attention,
     AttentionOutput,
     Bilinear,
+    GateOutput,
+    MapAttention,
+    MapAttentionOutput,
+    NonLocalBlock,
+    SpatialAttention,
+    StackedAttention,
+    StackedOutput,
     attend,
+    flatten_grid,
     fused_attention,
     fused_attention_enabled,
+    gate,
     masked_softmax,
     score_logits,
     set_fused_attention,
+    unflatten_grid,
 )
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Additive",
+    "Attention",
     "AttentionOutput",
     "Bilinear",
+    "GateOutput",
+    "MapAttention",
+    "MapAttentionOutput",
+    "NonLocalBlock",
+    "SpatialAttention",
+    "StackedAttention",
+    "StackedOutput",
     "attend",
+    "flatten_grid",
     "fused_attention",
     "fused_attention_enabled",
+    "gate",
     "masked_softmax",
     "score_logits",
     "set_fused_attention",
+    "unflatten_grid",
 ]

@@ -1,0 +1,210 @@
+"""Feature maps as sets: seed 001's mode-3 unfolding, attention over 1-, 2- and 3-D maps, non-local blocks.
+
+Seed 001 unfolds an ``h x w x c`` tensor along mode 3 into a ``c x hw`` matrix whose columns are the
+mode-3 fibres (the ``c``-vector at each position). We store a map as ``(B, C, *S)`` and a set as
+rows, so the unfolding is ``(B, C, *S) -> (B, prod S, C)``: row ``i`` is the fibre at position ``i``.
+
+Convention:
+    Positions are numbered row-major (the last spatial axis fastest, as ``torch.flatten`` does);
+    Kolda & Bader's unfolding numbers them column-major. Attention is equivariant to any
+    renumbering of the positions, so only :func:`unflatten_grid` needs to know, and it inverts
+    :func:`flatten_grid` exactly.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import torch
+from torch import Tensor, nn
+
+from foveal._checks import check_shape
+from foveal.attention.core import ScoreFn
+from foveal.attention.multihead import Attention
+from foveal.registry import ATTENTION
+
+
+def flatten_grid(x: Tensor) -> Tensor:
+    """Unfold a map along its channel mode into a set of position vectors (seed 001's mode-3 unfolding).
+
+    Shape:
+        - x: ``(B, C, *S)``, any number of spatial dims
+        - output: ``(B, prod S, C)``
+
+    Example:
+        >>> flatten_grid(torch.zeros(2, 8, 4, 5)).shape
+        torch.Size([2, 20, 8])
+    """
+    if x.dim() < 3:
+        raise ValueError(f"x: expected shape (B, C, *S) with at least one spatial dim, got {tuple(x.shape)}")
+    return x.flatten(2).transpose(1, 2)
+
+
+def unflatten_grid(x: Tensor, spatial: Sequence[int]) -> Tensor:
+    """Fold a set of position vectors back into a map: the inverse of :func:`flatten_grid`.
+
+    Shape:
+        - x: ``(B, prod S, C)``
+        - spatial: ``S``
+        - output: ``(B, C, *S)``
+
+    Example:
+        >>> x = torch.randn(2, 8, 4, 5)
+        >>> torch.equal(unflatten_grid(flatten_grid(x), (4, 5)), x)
+        True
+    """
+    spatial = tuple(int(s) for s in spatial)
+    check_shape("x", x, (None, math.prod(spatial), None))
+    return x.transpose(1, 2).unflatten(2, spatial)
+
+
+class MapAttentionOutput(NamedTuple):
+    """``(output map, weights)``."""
+
+    output: Tensor
+    weights: Tensor | None
+
+
+@ATTENTION.register("map_attention")
+class MapAttention(nn.Module):
+    """Attention between feature maps of 1, 2 or 3 spatial dims; the output has the query map's size.
+
+    The maps are unfolded (:func:`flatten_grid`), attended with :class:`Attention`, and the output
+    set is folded back on the query's grid. So, as seed 001 says, a smaller (larger) query map gives
+    a smaller (larger) output map; key and value maps may have any spatial size of their own.
+
+    Args:
+        dim: channels of the query map.
+        **options: keyword-only options of :class:`Attention` (``key_dim``, ``value_dim``,
+            ``out_dim``, ``qk_dim``, ``heads``, ``score``, ``bias``, ``temperature``).
+
+    Shape:
+        - query_map: ``(B, dim, *S_q)``, ``1 <= len(S_q) <= 3``
+        - key_map: ``(B, key_dim, *S_k)``; None for self-attention (key = value = query)
+        - value_map: ``(B, value_dim, *S_k)``; None means value = key
+        - mask: bool ``(B, n_q, m)`` with ``n_q = prod S_q``, ``m = prod S_k``, or broadcastable
+        - output: ``(B, out_dim, *S_q)``
+        - weights: ``(B, heads, n_q, m)`` or None
+
+    Example:
+        >>> attn = MapAttention(8, heads=2)
+        >>> out, w = attn(torch.randn(1, 8, 3, 4), torch.randn(1, 8, 6, 8))
+        >>> out.shape, w.shape
+        (torch.Size([1, 8, 3, 4]), torch.Size([1, 2, 12, 48]))
+    """
+
+    def __init__(
+        self,
+        dim: int,
+        *,
+        key_dim: int | None = None,
+        value_dim: int | None = None,
+        out_dim: int | None = None,
+        qk_dim: int | None = None,
+        heads: int = 1,
+        score: str | ScoreFn = "scaled_dot",
+        bias: bool = False,
+        temperature: float = 1.0,
+    ) -> None:
+        super().__init__()
+        self.attention = Attention(
+            dim,
+            key_dim=key_dim,
+            value_dim=value_dim,
+            out_dim=out_dim,
+            qk_dim=qk_dim,
+            heads=heads,
+            score=score,
+            bias=bias,
+            temperature=temperature,
+        )
+
+    def forward(
+        self,
+        query_map: Tensor,
+        key_map: Tensor | None = None,
+        value_map: Tensor | None = None,
+        mask: Tensor | None = None,
+        need_weights: bool = True,
+    ) -> MapAttentionOutput:
+        key_map = query_map if key_map is None else key_map
+        value_map = key_map if value_map is None else value_map
+        inner = self.attention
+        for name, x, channels in (
+            ("query_map", query_map, inner.W_q.in_features),
+            ("key_map", key_map, inner.W_k.in_features),
+            ("value_map", value_map, inner.W_v.in_features),
+        ):
+            if not 3 <= x.dim() <= 5 or x.shape[1] != channels:
+                raise ValueError(
+                    f"{name}: expected shape (B, {channels}, *S) with 1 to 3 spatial dims, got {tuple(x.shape)}"
+                )
+        if key_map.shape[2:] != value_map.shape[2:]:
+            raise ValueError(
+                f"value_map: expected spatial size {tuple(key_map.shape[2:])} (the key map's), "
+                f"got {tuple(value_map.shape[2:])}"
+            )
+        out, weights = self.attention(
+            flatten_grid(query_map), flatten_grid(key_map), flatten_grid(value_map), mask, need_weights
+        )
+        return MapAttentionOutput(unflatten_grid(out, query_map.shape[2:]), weights)
+
+    def example_inputs(self, batch: int = 2, generator: torch.Generator | None = None) -> tuple[Tensor, ...]:
+        """Small random inputs for :meth:`forward` (used by the conformance tests)."""
+        inner = self.attention
+        query = torch.randn(batch, inner.W_q.in_features, 3, 2, generator=generator)
+        key = torch.randn(batch, inner.W_k.in_features, 2, 4, generator=generator)
+        value = torch.randn(batch, inner.W_v.in_features, 2, 4, generator=generator)
+        return query, key, value
+
+
+@ATTENTION.register("non_local")
+class NonLocalBlock(nn.Module):
+    """Residual non-local block (Wang et al., seed 001's [5]): ``x + W_z(attention(x))``, starting as the identity.
+
+    theta, phi and g map ``channels -> inner``; the embedded-Gaussian attention runs over every
+    position of the map; ``W_z`` maps ``inner -> channels`` and starts at zero, so at initialisation
+    the block returns its input exactly and can be dropped into a trained network.
+
+    Args:
+        channels: channels ``C`` of the map (in and out).
+        inner: width of theta, phi, g (default ``channels // 2``, as in the non-local paper).
+        heads: number of heads (divides ``inner``).
+        score: as in :class:`Attention`; ``"dot"`` is seed 001's embedded Gaussian.
+
+    Shape:
+        - x: ``(B, C, *S)``, ``1 <= len(S) <= 3``
+        - output: ``(B, C, *S)``
+        - weights: ``(B, heads, prod S, prod S)`` or None
+
+    Example:
+        >>> block = NonLocalBlock(8)
+        >>> x = torch.randn(2, 8, 4, 4)
+        >>> out, w = block(x)
+        >>> torch.equal(out, x), w.shape
+        (True, torch.Size([2, 1, 16, 16]))
+    """
+
+    def __init__(
+        self, channels: int, *, inner: int | None = None, heads: int = 1, score: str | ScoreFn = "dot"
+    ) -> None:
+        super().__init__()
+        inner = max(channels // 2, 1) if inner is None else inner
+        self.attention = MapAttention(channels, out_dim=inner, qk_dim=inner, heads=heads, score=score)
+        self.W_z = nn.Conv1d(inner, channels, kernel_size=1)
+        nn.init.zeros_(self.W_z.weight)
+        nn.init.zeros_(self.W_z.bias)
+
+    def forward(self, x: Tensor, need_weights: bool = True) -> MapAttentionOutput:
+        if not 3 <= x.dim() <= 5 or x.shape[1] != self.W_z.out_channels:
+            raise ValueError(
+                f"x: expected shape (B, {self.W_z.out_channels}, *S) with 1 to 3 spatial dims, got {tuple(x.shape)}"
+            )
+        y, weights = self.attention(x, need_weights=need_weights)
+        return MapAttentionOutput(x + self.W_z(y.flatten(2)).view_as(x), weights)
+
+    def example_inputs(self, batch: int = 2, generator: torch.Generator | None = None) -> tuple[Tensor, ...]:
+        """Small random inputs for :meth:`forward` (used by the conformance tests)."""
+        return (torch.randn(batch, self.W_z.out_channels, 3, 4, generator=generator),)

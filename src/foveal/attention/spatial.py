@@ -1,0 +1,95 @@
+"""Question-guided spatial attention over image regions: seed 000's MLP attention and seed 002's variants.
+
+Seed 000 (additive)::
+
+    z_i = tanh(W_v v_i + W_q h_Q + b_z),   e_i = w_a^T z_i + b_a,   alpha = softmax(e),   v_hat = sum_i alpha_i v_i
+
+Seed 002 adds its parametric form without the tanh (``"linear"``), and the parameter-free
+``p = softmax(1^T (v_I * v_Q))``, i.e. ``e_i = v_i . v_Q`` (``"dot"``), and its cosine (``"cosine"``).
+All four are one module: the regions are the keys and the values, the question is the one query.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from foveal._checks import check_shape
+from foveal.attention.core import AttentionOutput, additive_logits, attend
+from foveal.registry import ATTENTION
+
+SPATIAL_SCORES = ("additive", "linear", "dot", "cosine")
+
+
+@ATTENTION.register("spatial")
+class SpatialAttention(nn.Module):
+    """Seed 000's ``SpatialAttention``: a question vector picks a weighted mean of the region vectors.
+
+    The parameters are named as in seed 000 (``W_v``, ``W_q``, ``w_a``), so a ``state_dict`` of the
+    seed's class loads into ``score="additive"`` (the default) with ``strict=True``.
+
+    Args:
+        c_dim: size ``C`` of each region vector ``v_i``.
+        q_dim: size ``d_q`` of the question vector (default ``c_dim``).
+        k_dim: size ``k`` of the joint embedding (parametric scores only).
+        score: ``"additive"`` (seed 000, tanh), ``"linear"`` (seed 002's parametric form, no tanh),
+            ``"dot"`` (seed 002's parameter-free ``1^T (v_I * v_Q)``; needs ``q_dim == c_dim``), or
+            ``"cosine"`` (parameter-free; needs ``q_dim == c_dim``).
+        temperature: divides the cosine score.
+
+    Shape:
+        - V: ``(B, N, C)``, the regions (a flattened map, see :func:`foveal.flatten_grid`)
+        - h_Q: ``(B, d_q)``
+        - mask: bool ``(B, N)``, True = region may be attended; a row with no True gives zeros
+        - output: ``(B, C)``, ``v_hat``
+        - weights: ``(B, N)``, ``alpha``
+
+    Example:
+        >>> attn = SpatialAttention(512, 256, 128)
+        >>> v_hat, alpha = attn(torch.randn(2, 49, 512), torch.randn(2, 256))
+        >>> v_hat.shape, alpha.shape
+        (torch.Size([2, 512]), torch.Size([2, 49]))
+    """
+
+    def __init__(
+        self,
+        c_dim: int,
+        q_dim: int | None = None,
+        k_dim: int = 128,
+        *,
+        score: str = "additive",
+        temperature: float = 1.0,
+    ) -> None:
+        super().__init__()
+        q_dim = c_dim if q_dim is None else q_dim
+        if score not in SPATIAL_SCORES:
+            raise ValueError(f"unknown score {score!r}; choose from: {', '.join(SPATIAL_SCORES)}")
+        if score in ("dot", "cosine") and q_dim != c_dim:
+            raise ValueError(
+                f"score={score!r} compares v_i with h_Q directly: needs q_dim == c_dim, got {q_dim} != {c_dim}"
+            )
+        self.c_dim, self.q_dim, self.score, self.temperature = c_dim, q_dim, score, temperature
+        if score in ("additive", "linear"):
+            self.W_v = nn.Linear(c_dim, k_dim, bias=False)
+            self.W_q = nn.Linear(q_dim, k_dim, bias=True)  # holds b_z
+            self.w_a = nn.Linear(k_dim, 1, bias=True)  # holds b_a
+            self.activation = nn.Tanh() if score == "additive" else nn.Identity()
+
+    def forward(self, V: Tensor, h_Q: Tensor, mask: Tensor | None = None) -> AttentionOutput:
+        sizes = check_shape("V", V, ("B", "N", self.c_dim))
+        check_shape("h_Q", h_Q, ("B", self.q_dim), sizes)
+        if mask is not None:
+            check_shape("mask", mask, ("B", "N"), sizes)
+            mask = mask.unsqueeze(1)
+        score = self._additive_score if self.score in ("additive", "linear") else self.score
+        v_hat, alpha = attend(h_Q.unsqueeze(1), V, V, score=score, mask=mask, temperature=self.temperature)
+        return AttentionOutput(v_hat.squeeze(1), alpha.squeeze(1))
+
+    def _additive_score(self, query: Tensor, key: Tensor) -> Tensor:
+        return additive_logits(self.W_q(query), self.W_v(key), self.w_a, self.activation)
+
+    def example_inputs(self, batch: int = 2, generator: torch.Generator | None = None) -> tuple[Tensor, ...]:
+        """Small random inputs for :meth:`forward` (used by the conformance tests)."""
+        return torch.randn(batch, 6, self.c_dim, generator=generator), torch.randn(
+            batch, self.q_dim, generator=generator
+        )

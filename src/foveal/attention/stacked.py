@@ -1,0 +1,73 @@
+"""Multi-hop (stacked) attention, seed 002 / stacked attention networks.
+
+Hop 1 is single-hop attention with the question as query; each hop adds what it found to its
+query, ``phi = v_filt + u``, and ``phi`` is the next hop's query (an "augmented question")::
+
+    u_1 = v_Q,   v_filt_t, p_t = SpatialAttention_t(V, u_t),   u_{t+1} = phi_t = v_filt_t + u_t
+
+The image regions ``V`` are the same at every hop; each hop has its own parameters.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+from torch import Tensor, nn
+
+from foveal._checks import check_shape
+from foveal.attention.spatial import SpatialAttention
+from foveal.registry import ATTENTION
+
+
+class StackedOutput(NamedTuple):
+    """``(output, weights)``: the last hop's ``phi`` and one attention map per hop."""
+
+    output: Tensor
+    weights: Tensor
+
+
+@ATTENTION.register("stacked")
+class StackedAttention(nn.Module):
+    """Stacked attention: ``hops`` rounds of :class:`SpatialAttention`, each refining the query.
+
+    Args:
+        dim: size ``d`` of the region vectors and of the question (``phi = v_filt + v_Q`` needs both equal).
+        k_dim: joint-embedding size of each hop's attention.
+        hops: number of attention hops (1 is single-hop attention plus the residual ``+ v_Q``).
+        score: each hop's score, as in :class:`SpatialAttention`.
+
+    Shape:
+        - V: ``(B, N, d)``
+        - v_Q: ``(B, d)``
+        - mask: bool ``(B, N)``, True = region may be attended
+        - output: ``(B, d)``, the final ``phi``
+        - weights: ``(B, hops, N)``, hop ``t``'s attention map at ``[:, t]``
+
+    Example:
+        >>> san = StackedAttention(32, k_dim=16, hops=2)
+        >>> phi, maps = san(torch.randn(4, 49, 32), torch.randn(4, 32))
+        >>> phi.shape, maps.shape
+        (torch.Size([4, 32]), torch.Size([4, 2, 49]))
+    """
+
+    def __init__(self, dim: int, *, k_dim: int = 128, hops: int = 2, score: str = "additive") -> None:
+        super().__init__()
+        if hops < 1:
+            raise ValueError(f"hops must be >= 1, got {hops}")
+        self.dim = dim
+        self.hops = nn.ModuleList(SpatialAttention(dim, dim, k_dim, score=score) for _ in range(hops))
+
+    def forward(self, V: Tensor, v_Q: Tensor, mask: Tensor | None = None) -> StackedOutput:
+        sizes = check_shape("V", V, ("B", "N", self.dim))
+        check_shape("v_Q", v_Q, ("B", self.dim), sizes)
+        query, maps = v_Q, []
+        for hop in self.hops:
+            v_filt, weights = hop(V, query, mask)
+            query = v_filt + query  # phi, the next hop's query
+            maps.append(weights)
+        return StackedOutput(query, torch.stack(maps, dim=1))
+
+    def example_inputs(self, batch: int = 2, generator: torch.Generator | None = None) -> tuple[Tensor, ...]:
+        """Small random inputs for :meth:`forward` (used by the conformance tests)."""
+        return torch.randn(batch, 6, self.dim, generator=generator), torch.randn(batch, self.dim, generator=generator)
