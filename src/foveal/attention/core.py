@@ -138,10 +138,11 @@ def attend(
         True
     """
     sizes = check_shape("query", query, ("n", "d"), leading=True)
-    check_shape("value", value, ("m", "p"), leading=True)
     # A callable score may compare vectors of different sizes (Additive, Bilinear).
     key_dims = ("m", None) if callable(score) else ("m", "d")
     check_shape("key", key, key_dims, sizes, leading=True)
+    # After the key, so that a value with the wrong number of vectors is the one named in the error.
+    check_shape("value", value, ("m", "p"), sizes, leading=True)
     use_fused = _fused_enabled if fused is None else fused
     if use_fused and not need_weights and not callable(score):
         return AttentionOutput(_fused(query, key, value, score, mask, temperature), None)

@@ -1,0 +1,264 @@
+"""attend(): held to seed 001's eq. (1) and eq. (2), its mask rule, its fused path and its invariants."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from torch.testing import assert_close
+
+import foveal.attention.core as core
+from foveal import Additive, attend, fused_attention, masked_softmax, score_logits, set_fused_attention
+
+from ._refs import SCORE_NAMES, eq1, eq2, make_score
+
+BUILTIN = ("dot", "scaled_dot", "cosine")
+
+
+def _inputs(B=2, n=3, m=4, d=5, e=5, p=3, seed=0, dtype=torch.float64):
+    g = torch.Generator().manual_seed(seed)
+    return (
+        torch.randn(B, n, d, generator=g, dtype=dtype),
+        torch.randn(B, m, e, generator=g, dtype=dtype),
+        torch.randn(B, m, p, generator=g, dtype=dtype),
+        g,
+    )
+
+
+def _key_dim(name: str) -> int:
+    # The learned scores may compare vectors of different sizes; test that they do.
+    return 4 if name in ("additive", "bilinear") else 5
+
+
+def test_hand_computed_dot():
+    q = torch.tensor([[[1.0, 0.0]]])
+    k = torch.tensor([[[1.0, 0.0], [0.0, 1.0]]])
+    v = torch.tensor([[[1.0], [0.0]]])
+    out, w = attend(q, k, v, score="dot")
+    e = math.e
+    assert_close(w, torch.tensor([[[e / (1 + e), 1 / (1 + e)]]]))
+    assert_close(out, torch.tensor([[[e / (1 + e)]]]))
+
+
+@pytest.mark.parametrize("name", SCORE_NAMES)
+@pytest.mark.parametrize("masked", [False, True])
+def test_matches_eq1(name, masked):
+    q, k, v, g = _inputs(e=_key_dim(name))
+    score, pair = make_score(name, 5, _key_dim(name), g)
+    mask = None
+    if masked:
+        mask = torch.rand(2, 3, 4, generator=g) > 0.4
+        mask[0, 1] = False  # one query with nothing to attend
+    out, w = attend(q, k, v, score=score, mask=mask)
+    assert_close(out, eq1(q, k, v, pair, mask))
+    # weights are the f / C of eq. (1): recover them with one-hot values
+    eye = torch.eye(4, dtype=torch.float64).expand(2, 4, 4)
+    assert_close(w, eq1(q, k, eye, pair, mask))
+
+
+@pytest.mark.parametrize("name", SCORE_NAMES)
+def test_matches_eq2_column_form(name):
+    q, k, v, g = _inputs(e=_key_dim(name))
+    score, pair = make_score(name, 5, _key_dim(name), g)
+    assert_close(attend(q, k, v, score=score).output, eq2(q, k, v, score, pair))
+
+
+def test_self_attention_q_k_v_equal():
+    x, _, _, _ = _inputs()
+    assert_close(attend(x, x, x, score="dot").output, eq2(x, x, x, "dot", None))
+
+
+@pytest.mark.parametrize("name", SCORE_NAMES)
+def test_gradcheck(name):
+    q, k, v, g = _inputs(B=1, n=2, m=3, d=3, e=3 if name in BUILTIN else 2, p=2)
+    score, _ = make_score(name, 3, k.shape[-1], g)
+    mask = torch.tensor([[[True, False, True], [False, False, False]]])
+    for t in (q, k, v):
+        t.requires_grad_(True)
+    for need_weights in (True, False):
+        assert torch.autograd.gradcheck(
+            lambda q, k, v, nw=need_weights: attend(q, k, v, score=score, mask=mask, need_weights=nw).output, (q, k, v)
+        )
+
+
+def test_temperature_divides_cosine():
+    q, k, v, _ = _inputs()
+    assert_close(score_logits(q, k, "cosine", temperature=0.5), 2 * score_logits(q, k, "cosine"))
+    expected = eq1(q, k, v, lambda a, b: (a @ b) / (a.norm() * b.norm()) / 0.5)
+    assert_close(attend(q, k, v, score="cosine", temperature=0.5).output, expected)
+    assert_close(attend(q, k, v, score="cosine", temperature=0.5, need_weights=False, fused=True).output, expected)
+
+
+# --- properties --------------------------------------------------------------------------------
+
+sizes = st.tuples(st.integers(1, 3), st.integers(1, 5), st.integers(1, 6), st.integers(1, 4), st.integers(0, 2**31 - 1))
+
+
+@settings(max_examples=30, deadline=None)
+@given(sizes=sizes, score=st.sampled_from(BUILTIN), p_keep=st.sampled_from([0.0, 0.5, 1.0]))
+def test_weights_are_distributions_over_unmasked_keys(sizes, score, p_keep):
+    B, n, m, d, seed = sizes
+    q, k, v, g = _inputs(B, n, m, d, d, 2, seed)
+    mask = torch.rand(B, n, m, generator=g) < p_keep
+    w = attend(q, k, v, score=score, mask=mask).weights
+    assert (w >= 0).all()
+    assert (w[~mask] == 0).all()
+    expected = mask.any(-1).to(w.dtype)  # 1 where anything may be attended, 0 for an empty row
+    assert_close(w.sum(-1), expected)
+
+
+@settings(max_examples=30, deadline=None)
+@given(sizes=sizes, score=st.sampled_from(BUILTIN), fused=st.booleans())
+def test_permuting_keys_leaves_output_unchanged(sizes, score, fused):
+    B, n, m, d, seed = sizes
+    q, k, v, g = _inputs(B, n, m, d, d, 2, seed)
+    mask = torch.rand(B, n, m, generator=g) < 0.7
+    perm = torch.randperm(m, generator=g)
+    run = dict(score=score, need_weights=not fused, fused=fused)
+    out = attend(q, k, v, mask=mask, **run).output
+    assert_close(attend(q, k[:, perm], v[:, perm], mask=mask[..., perm], **run).output, out)
+
+
+@settings(max_examples=30, deadline=None)
+@given(sizes=sizes, score=st.sampled_from(BUILTIN), fused=st.booleans())
+def test_permuting_queries_permutes_output(sizes, score, fused):
+    B, n, m, d, seed = sizes
+    q, k, v, g = _inputs(B, n, m, d, d, 2, seed)
+    mask = torch.rand(B, n, m, generator=g) < 0.7
+    perm = torch.randperm(n, generator=g)
+    run = dict(score=score, need_weights=not fused, fused=fused)
+    out = attend(q, k, v, mask=mask, **run).output
+    assert_close(attend(q[:, perm], k, v, mask=mask[:, perm], **run).output, out[:, perm])
+
+
+# --- masks -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fused", [False, True])
+@pytest.mark.parametrize("score", BUILTIN)
+def test_mask_really_removes_keys(fused, score):
+    q, k, v, g = _inputs(B=2, n=3, m=6)
+    mask = torch.ones(2, 1, 6, dtype=torch.bool)
+    mask[..., 3:] = False  # the last three keys are invisible to every query
+    run = dict(score=score, mask=mask, need_weights=not fused, fused=fused)
+    out = attend(q, k, v, **run).output
+    k2, v2 = k.clone(), v.clone()
+    k2[:, 3:] = torch.randn(2, 3, 5, generator=g) * 10
+    v2[:, 3:] = torch.randn(2, 3, 3, generator=g) * 10
+    assert_close(attend(q, k2, v2, **run).output, out)
+    # ...and is the same as leaving those keys out, and not the same as not masking
+    assert_close(attend(q, k[:, :3], v[:, :3], score=score).output, out)
+    assert not torch.allclose(attend(q, k, v, score=score).output, out)
+
+
+@pytest.mark.parametrize("fused", [False, True])
+@pytest.mark.parametrize("score", BUILTIN)
+def test_fully_masked_rows_give_zeros_with_finite_gradients(fused, score):
+    q, k, v, _ = _inputs()
+    for t in (q, k, v):
+        t.requires_grad_(True)
+    mask = torch.ones(2, 3, 4, dtype=torch.bool)
+    mask[0, 1] = False
+    mask[1] = False
+    out, w = attend(q, k, v, score=score, mask=mask, need_weights=not fused, fused=fused)
+    assert (out[0, 1] == 0).all() and (out[1] == 0).all()
+    assert out[0, 0].abs().sum() > 0
+    if w is not None:
+        assert (w[0, 1] == 0).all() and (w[1] == 0).all()
+    out.sum().backward()
+    for t in (q, k, v):
+        assert torch.isfinite(t.grad).all()
+    assert (q.grad[1] == 0).all()
+
+
+def test_masked_softmax_all_masked_gradient_finite():
+    logits = torch.randn(2, 3, requires_grad=True)
+    w = masked_softmax(logits, torch.zeros(2, 3, dtype=torch.bool))
+    assert (w == 0).all()
+    w.sum().backward()
+    assert torch.isfinite(logits.grad).all()
+
+
+def test_cosine_of_zero_vectors_is_finite():
+    q = torch.zeros(1, 2, 3, requires_grad=True)
+    k = torch.zeros(1, 4, 3, requires_grad=True)
+    v = torch.randn(1, 4, 2)
+    for fused in (False, True):
+        out = attend(q, k, v, score="cosine", need_weights=not fused, fused=fused).output
+        out.sum().backward()
+        assert torch.isfinite(out).all() and torch.isfinite(q.grad).all() and torch.isfinite(k.grad).all()
+        q.grad = k.grad = None
+
+
+# --- the fused path ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("score", BUILTIN)
+@pytest.mark.parametrize("masked", [False, True])
+def test_fused_matches_plain_against_float64_golden(score, masked):
+    # As PyTorch's test_transformers: both float32 paths are compared with a float64 golden, and the
+    # fused one may drift from it by no more than a small multiple of the plain float32 drift.
+    q, k, v, g = _inputs(B=2, n=64, m=96, d=32, e=32, p=16, dtype=torch.float64)
+    mask = (torch.rand(2, 64, 96, generator=g) < 0.8) if masked else None
+    golden = attend(q, k, v, score=score, mask=mask, fused=False).output
+    q32, k32, v32 = q.float(), k.float(), v.float()
+    plain = attend(q32, k32, v32, score=score, mask=mask, need_weights=False, fused=False).output
+    fused = attend(q32, k32, v32, score=score, mask=mask, need_weights=False, fused=True).output
+    drift = (plain.double() - golden).abs().max().item()
+    tol = 4 * drift + 1e-6
+    assert_close(fused.double(), golden, atol=tol, rtol=0)
+
+
+def test_fused_switch_and_override(monkeypatch):
+    calls = []
+    real = core.F.scaled_dot_product_attention
+
+    def spy(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(core.F, "scaled_dot_product_attention", spy)
+    q, k, v, _ = _inputs()
+    attend(q, k, v, need_weights=False)
+    assert len(calls) == 1
+    attend(q, k, v, need_weights=True)  # weights asked for: never fused
+    attend(q, k, v, need_weights=False, score=Additive(5, 5, 4).double())  # callable score: never fused
+    assert len(calls) == 1
+    with fused_attention(False):
+        attend(q, k, v, need_weights=False)
+        assert len(calls) == 1
+        attend(q, k, v, need_weights=False, fused=True)  # per-call override wins
+        assert len(calls) == 2
+    assert core.fused_attention_enabled()
+    set_fused_attention(False)
+    try:
+        attend(q, k, v, need_weights=False)
+        assert len(calls) == 2
+    finally:
+        set_fused_attention(True)
+
+
+# --- errors --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (dict(key=torch.zeros(2, 4, 6)), r"key: expected shape \(\.\.\., m, d=5\), got \(2, 4, 6\)"),
+        (dict(value=torch.zeros(2, 5, 3)), r"value: expected shape \(\.\.\., m=4, p\), got \(2, 5, 3\)"),
+        (dict(query=torch.zeros(5)), r"query: expected shape \(\.\.\., n, d\), got \(5,\)"),
+        (dict(mask=torch.ones(2, 3, 4)), r"mask must be bool"),
+        (dict(mask=torch.ones(2, 3, 5, dtype=torch.bool)), r"mask: expected a shape broadcastable to \(2, 3, 4\)"),
+        (dict(score="gaussian"), r"unknown score 'gaussian'"),
+    ],
+)
+@pytest.mark.parametrize("fused", [False, True])
+def test_shape_errors(change, message, fused):
+    args = dict(query=torch.zeros(2, 3, 5), key=torch.zeros(2, 4, 5), value=torch.zeros(2, 4, 3))
+    kwargs = {name: change[name] for name in ("mask", "score") if name in change}
+    args.update({name: t for name, t in change.items() if name not in kwargs})
+    with pytest.raises(ValueError, match=message):
+        attend(args["query"], args["key"], args["value"], need_weights=not fused, fused=fused, **kwargs)
