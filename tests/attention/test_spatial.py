@@ -1,0 +1,127 @@
+"""SpatialAttention: seed 000's class (pasted below as the reference) and seed 002's variants."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.testing import assert_close
+
+from foveal import SpatialAttention
+from foveal.registry import ATTENTION
+
+
+# Seed 000's layer, verbatim (comments trimmed): the reference our class must reproduce.
+class SeedSpatialAttention(nn.Module):
+    def __init__(self, c_dim=512, q_dim=256, k_dim=128):
+        super(SeedSpatialAttention, self).__init__()  # noqa: UP008
+        self.W_v = nn.Linear(c_dim, k_dim, bias=False)
+        self.W_q = nn.Linear(q_dim, k_dim, bias=True)
+        self.w_a = nn.Linear(k_dim, 1, bias=True)
+
+    def forward(self, V, h_Q):
+        B, N, C = V.size()  # noqa: RUF059
+        v_proj = self.W_v(V)
+        q_proj = self.W_q(h_Q)
+        q_exp = q_proj.unsqueeze(1).expand(-1, N, -1)
+        z = torch.tanh(v_proj + q_exp)
+        e = self.w_a(z).squeeze(2)
+        alpha = F.softmax(e, dim=1)
+        v_hat = torch.bmm(alpha.unsqueeze(1), V).squeeze(1)
+        return v_hat, alpha
+
+
+def _inputs(B=3, N=7, C=10, d_q=6, seed=0, dtype=torch.float32):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(B, N, C, generator=g, dtype=dtype), torch.randn(B, d_q, generator=g, dtype=dtype)
+
+
+def test_seed_state_dict_loads_strictly_and_outputs_match():
+    seed = SeedSpatialAttention(c_dim=10, q_dim=6, k_dim=8)
+    ours = SpatialAttention(10, 6, 8)
+    ours.load_state_dict(seed.state_dict(), strict=True)
+    V, h_Q = _inputs()
+    v_hat, alpha = ours(V, h_Q)
+    ref_v_hat, ref_alpha = seed(V, h_Q)
+    assert_close(v_hat, ref_v_hat)
+    assert_close(alpha, ref_alpha)
+    # and the other way round: our state_dict is the seed's
+    SeedSpatialAttention(10, 6, 8).load_state_dict(ours.state_dict(), strict=True)
+
+
+def test_seed_sizes_and_registry():
+    attn = ATTENTION.get("spatial")(512, 256, 128)
+    v_hat, alpha = attn(torch.randn(32, 49, 512), torch.randn(32, 256))
+    assert v_hat.shape == (32, 512) and alpha.shape == (32, 49)
+
+
+def test_linear_is_seed_002_parametric_form():
+    attn = SpatialAttention(10, 6, 8, score="linear").double()
+    V, v_Q = _inputs(dtype=torch.float64)
+    # seed 002: h_att = W^I v_I (+) (W^Q v_Q + b^Q); p_att = softmax(W^h h_att + b^h); columns are regions
+    for b in range(V.shape[0]):
+        v_I = V[b].T  # d x M
+        h_att = attn.W_v.weight @ v_I + (attn.W_q.weight @ v_Q[b] + attn.W_q.bias)[:, None]
+        p_att = torch.softmax(attn.w_a.weight @ h_att + attn.w_a.bias, dim=-1)[0]
+        v_filt = (p_att[None, :] * v_I).sum(1)
+        out = attn(V[b : b + 1], v_Q[b : b + 1])
+        assert_close(out.weights[0], p_att)
+        assert_close(out.output[0], v_filt)
+    # without the tanh it is a different function from the additive form with the same weights
+    additive = SpatialAttention(10, 6, 8).double()
+    additive.load_state_dict(attn.state_dict())
+    assert not torch.allclose(additive(V, v_Q).weights, attn(V, v_Q).weights)
+
+
+@pytest.mark.parametrize("score", ["dot", "cosine"])
+def test_parameter_free_forms(score):
+    attn = SpatialAttention(10, score=score)
+    assert len(list(attn.parameters())) == 0
+    V, v_Q = _inputs(d_q=10, dtype=torch.float64)
+    for b in range(V.shape[0]):
+        v_I, q = V[b].T, v_Q[b]
+        if score == "cosine":
+            v_I, q = v_I / v_I.norm(dim=0), q / q.norm()
+        p_att = torch.softmax(torch.ones(10, dtype=torch.float64) @ (v_I * q[:, None]), dim=0)  # 1^T (v_I (.) v_Q)
+        out = attn(V[b : b + 1], v_Q[b : b + 1])
+        assert_close(out.weights[0], p_att)
+        assert_close(out.output[0], V[b].T @ p_att)
+
+
+def test_mask_removes_regions_and_all_masked_gives_zeros():
+    attn = SpatialAttention(10, 6, 8)
+    V, h_Q = _inputs()
+    mask = torch.ones(3, 7, dtype=torch.bool)
+    mask[:, 4:] = False
+    mask[2] = False
+    v_hat, alpha = attn(V, h_Q, mask)
+    V2 = V.clone()
+    V2[:, 4:] = 100.0
+    assert_close(attn(V2, h_Q, mask).output, v_hat)
+    assert_close(v_hat[:2], attn(V[:2, :4], h_Q[:2]).output)
+    assert not torch.allclose(attn(V, h_Q).output[:2], v_hat[:2])
+    assert (v_hat[2] == 0).all() and (alpha[2] == 0).all()
+    assert_close(alpha.sum(-1), torch.tensor([1.0, 1.0, 0.0]))
+
+
+@pytest.mark.parametrize("score", ["additive", "linear", "dot", "cosine"])
+def test_gradcheck(score):
+    attn = SpatialAttention(4, 4, 3, score=score).double()
+    V, h_Q = (t.requires_grad_(True) for t in _inputs(B=2, N=3, C=4, d_q=4, dtype=torch.float64))
+    mask = torch.tensor([[True, False, True], [False, False, False]])
+    assert torch.autograd.gradcheck(lambda V, h: attn(V, h, mask).output, (V, h_Q))
+
+
+def test_errors():
+    attn = SpatialAttention(10, 6, 8)
+    with pytest.raises(ValueError, match=r"V: expected shape \(B, N, 10\), got \(3, 7, 9\)"):
+        attn(torch.zeros(3, 7, 9), torch.zeros(3, 6))
+    with pytest.raises(ValueError, match=r"h_Q: expected shape \(B=3, 6\), got \(2, 6\)"):
+        attn(torch.zeros(3, 7, 10), torch.zeros(2, 6))
+    with pytest.raises(ValueError, match=r"mask: expected shape \(B=3, N=7\), got \(3, 6\)"):
+        attn(torch.zeros(3, 7, 10), torch.zeros(3, 6), torch.ones(3, 6, dtype=torch.bool))
+    with pytest.raises(ValueError, match=r"needs q_dim == c_dim, got 6 != 10"):
+        SpatialAttention(10, 6, score="dot")
+    with pytest.raises(ValueError, match=r"unknown score 'bilinear'"):
+        SpatialAttention(10, score="bilinear")
