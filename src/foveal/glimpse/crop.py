@@ -1,0 +1,66 @@
+"""Hard attention: batched image crops (seed 003's ``g = I[y:y+h, x:x+w]``).
+
+A crop is indexing, so it passes gradients to the image but not to the box: a model that learns
+where to crop needs the score-function estimator (REINFORCE), as seed 003 says.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from foveal._checks import check_shape
+
+
+def crop(images: Tensor, boxes: Tensor, size: tuple[int, int], *, fill: float = 0.0) -> Tensor:
+    """Cut one ``h x w`` window per image, all in one gather (no loop over the batch).
+
+    Output pixel ``(i, j)`` of image ``b`` is ``images[b, :, y_b + i, x_b + j]`` -- seed 003's
+    ``I[y:y+h, x:x+w]``. Windows may stick out of the image (negative or too-large ``x, y``): the
+    pixels outside read ``fill``, as if the image were padded with it. For a normalised image,
+    pass the normalised value of the background (e.g. ``(0 - mean) / std``), not 0.
+
+    Args:
+        images: the images to crop.
+        boxes: top-left corner ``(x, y)`` of each window in pixels; floats are floored.
+        size: ``(h, w)``, the window's height and width in pixels.
+        fill: the value read outside the image.
+
+    Shape:
+        - images: ``(B, C, H, W)``
+        - boxes: ``(B, 2)``
+        - output: ``(B, C, h, w)``
+
+    Convention:
+        ``boxes`` are ``(x, y)``: column first, then row, in integer pixel indices (0-based,
+        top-left of the window). ``size`` is ``(h, w)``, rows first, as torch shapes are.
+        No normalised coordinates and no ``align_corners``: nothing is interpolated.
+
+    Example:
+        >>> img = torch.arange(16.0).view(1, 1, 4, 4)
+        >>> crop(img, torch.tensor([[1, 2]]), (2, 2))[0, 0]
+        tensor([[ 9., 10.],
+                [13., 14.]])
+        >>> crop(img, torch.tensor([[3, 3]]), (2, 2))[0, 0]  # sticks out: padded with fill
+        tensor([[15.,  0.],
+                [ 0.,  0.]])
+    """
+    h, w = _check_size(size)
+    sizes = check_shape("images", images, ("B", "C", "H", "W"))
+    check_shape("boxes", boxes, ("B", 2), sizes)
+    B, C, H, W = images.shape
+    corner = boxes.detach().floor().long() if boxes.is_floating_point() else boxes.long()
+    rows = corner[:, 1:2] + torch.arange(h, device=images.device)  # (B, h)
+    cols = corner[:, 0:1] + torch.arange(w, device=images.device)  # (B, w)
+    inside = ((rows >= 0) & (rows < H))[:, :, None] & ((cols >= 0) & (cols < W))[:, None, :]  # (B, h, w)
+    # Flat index into H*W, clamped so the gather stays in bounds; the outside pixels are refilled below.
+    flat = rows.clamp(0, H - 1)[:, :, None] * W + cols.clamp(0, W - 1)[:, None, :]  # (B, h, w)
+    out = images.reshape(B, C, H * W).gather(2, flat.reshape(B, 1, h * w).expand(B, C, h * w))
+    out = out.view(B, C, h, w)
+    return out.masked_fill(~inside[:, None], fill)
+
+
+def _check_size(size: tuple[int, int]) -> tuple[int, int]:
+    if len(size) != 2 or any(int(s) != s or s < 1 for s in size):
+        raise ValueError(f"size: expected two positive ints (h, w), got {tuple(size)}")
+    return int(size[0]), int(size[1])

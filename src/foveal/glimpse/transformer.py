@@ -1,0 +1,262 @@
+"""The spatial transformer (seed 004) and seed 003's no-shear STN glimpse.
+
+A localisation net regresses the transform's parameters from the input, :func:`transform_matrix`
+turns them into ``theta``, the grid generator maps the output grid through ``theta`` and the sampler
+reads the input there.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, NamedTuple
+
+import torch
+from torch import Tensor, nn
+
+from foveal._checks import check_shape
+from foveal.glimpse.crop import _check_size
+from foveal.glimpse.sampler import Padding, affine_grid, bilinear_sample, projective_grid
+
+Transform = Literal["affine", "no_shear", "attention", "projective"]
+
+IDENTITY: dict[str, tuple[float, ...]] = {
+    "affine": (1.0, 0.0, 0.0, 0.0, 1.0, 0.0),  # theta row by row
+    "no_shear": (1.0, 0.0, 1.0, 0.0),  # (scale_y, shift_y, scale_x, shift_x), seed 003's order
+    "attention": (1.0, 0.0, 0.0),  # (s, t_x, t_y): isotropic zoom and shift (STN paper's attention)
+    "projective": (1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0),  # the 3x3 matrix row by row, last entry fixed at 1
+}
+"""Each transform's parameters, in order, at the identity."""
+
+
+class TransformerOutput(NamedTuple):
+    """What :class:`SpatialTransformer` returns: the warped maps, the matrix and the sampling grid."""
+
+    output: Tensor
+    theta: Tensor
+    grid: Tensor
+
+
+def transform_matrix(params: Tensor, transform: Transform) -> Tensor:
+    """Turn a transform's parameters into ``theta`` (``2 x 3``, or ``3 x 3`` for ``"projective"``).
+
+    - ``"affine"``: 6 numbers, ``theta`` row by row.
+    - ``"no_shear"``: seed 003's ``(scale_y, shift_y, scale_x, shift_x)`` ->
+      ``[[scale_x, 0, shift_x], [0, scale_y, shift_y]]``.
+    - ``"attention"``: ``(s, t_x, t_y)`` -> ``[[s, 0, t_x], [0, s, t_y]]``.
+    - ``"projective"``: 8 numbers -> ``[[a, b, c], [d, e, f], [g, h, 1]]``.
+
+    Shape:
+        - params: ``(B, P)`` with ``P`` = 6, 4, 3 or 8
+        - output: ``(B, 2, 3)`` or ``(B, 3, 3)``
+
+    Convention:
+        ``theta`` maps output (target) to input (source) normalised coordinates, ``x`` first:
+        scales below 1 zoom in, shifts move the window's centre (in units of half the image).
+
+    Example:
+        >>> transform_matrix(torch.tensor([[0.4, -0.1, 0.5, 0.2]]), "no_shear")
+        tensor([[[ 0.5000,  0.0000,  0.2000],
+                 [ 0.0000,  0.4000, -0.1000]]])
+    """
+    if transform not in IDENTITY:
+        raise ValueError(f"transform: expected one of {tuple(IDENTITY)}, got {transform!r}")
+    check_shape("params", params, (None, len(IDENTITY[transform])))
+    zero = torch.zeros_like(params[:, 0])
+    if transform == "affine":
+        return params.view(-1, 2, 3)
+    if transform == "no_shear":
+        sy, ty, sx, tx = params.unbind(-1)
+        rows = [(sx, zero, tx), (zero, sy, ty)]
+    elif transform == "attention":
+        s, tx, ty = params.unbind(-1)
+        rows = [(s, zero, tx), (zero, s, ty)]
+    else:
+        return torch.cat([params, torch.ones_like(params[:, :1])], dim=-1).view(-1, 3, 3)
+    return torch.stack([torch.stack(row, dim=-1) for row in rows], dim=1)
+
+
+def warp(
+    images: Tensor,
+    theta: Tensor,
+    size: tuple[int, int],
+    *,
+    align_corners: bool = False,
+    padding: Padding = "zeros",
+    fill: float | Tensor = 0.0,
+    fast: bool = True,
+) -> TransformerOutput:
+    """Sample ``images`` through ``theta`` (affine ``2 x 3`` or projective ``3 x 3``) on an ``h x w`` grid.
+
+    Shape:
+        - images: ``(B, C, H, W)``; theta: ``(B, 2, 3)`` or ``(B, 3, 3)``
+        - output: ``(B, C, h, w)``; grid: ``(B, h, w, 2)``
+
+    Convention:
+        As :func:`~foveal.glimpse.sampler.affine_grid` and
+        :func:`~foveal.glimpse.sampler.bilinear_sample`: normalised ``[-1, 1]``, ``x`` first,
+        ``theta`` maps output to input.
+
+    Example:
+        >>> img = torch.rand(2, 3, 8, 8)
+        >>> out = warp(img, torch.eye(2, 3).expand(2, 2, 3), (8, 8))
+        >>> torch.allclose(out.output, img, atol=1e-6)
+        True
+    """
+    _check_size(size)
+    if theta.dim() == 3 and theta.shape[1:] == (3, 3):
+        grid = projective_grid(theta, size, align_corners=align_corners)
+    else:
+        grid = affine_grid(theta, size, align_corners=align_corners)
+    out = bilinear_sample(images, grid, align_corners=align_corners, padding=padding, fill=fill, fast=fast)
+    return TransformerOutput(out, theta, grid)
+
+
+def stn_glimpse(
+    images: Tensor,
+    params: Tensor,
+    size: tuple[int, int],
+    *,
+    align_corners: bool = False,
+    padding: Padding = "zeros",
+    fill: float | Tensor = 0.0,
+    fast: bool = True,
+) -> Tensor:
+    """Seed 003's spatial-transformer glimpse: scale and shift, no shear, bilinear sampling.
+
+    Args:
+        images: the images to look at.
+        params: ``(scale_y, shift_y, scale_x, shift_x)`` per image, seed 003's order.
+        size: ``(h, w)`` of the glimpse.
+        align_corners, padding, fill, fast: as in :func:`~foveal.glimpse.sampler.bilinear_sample`.
+
+    Shape:
+        - images: ``(B, C, H, W)``
+        - params: ``(B, 4)``
+        - output: ``(B, C, h, w)``
+
+    Convention:
+        Normalised coordinates: the glimpse covers ``[shift - scale, shift + scale]`` of the
+        image's ``[-1, 1]`` along each axis (``theta`` maps the glimpse's grid into the image).
+        Seed 003's ``[.4, -.1, .4, -.1]`` on a 10 x 10 image samples pixels 2.4, 3.2, 4.0, 4.8, 5.6
+        (0-based centres) along each axis: the square at 3:6 fills the middle 3 x 3.
+
+    Example:
+        >>> img = torch.zeros(1, 1, 10, 10)
+        >>> img[0, 0, 3:6, 3:6] = 1
+        >>> g = stn_glimpse(img, torch.tensor([[0.4, -0.1, 0.4, -0.1]]), (5, 5))
+        >>> g[0, 0]
+        tensor([[0.1600, 0.4000, 0.4000, 0.4000, 0.1600],
+                [0.4000, 1.0000, 1.0000, 1.0000, 0.4000],
+                [0.4000, 1.0000, 1.0000, 1.0000, 0.4000],
+                [0.4000, 1.0000, 1.0000, 1.0000, 0.4000],
+                [0.1600, 0.4000, 0.4000, 0.4000, 0.1600]])
+    """
+    sizes = check_shape("images", images, ("B", "C", "H", "W"))
+    check_shape("params", params, ("B", 4), sizes)
+    theta = transform_matrix(params, "no_shear")
+    return warp(images, theta, size, align_corners=align_corners, padding=padding, fill=fill, fast=fast).output
+
+
+class SpatialTransformer(nn.Module):
+    """A spatial transformer (Jaderberg et al. 2015, seed 004): localisation net, grid generator, sampler.
+
+    Args:
+        localization: a module mapping the input maps to the transform's parameters, ``(B, P)``
+            with ``P`` = 6 (``"affine"``), 4 (``"no_shear"``), 3 (``"attention"``) or 8
+            (``"projective"``), in :func:`transform_matrix`'s order. Its **last** ``nn.Linear`` must
+            produce them: it is set to the identity transform (zero weight, bias = the identity's
+            parameters), so training starts from "look at the whole input" and the gradient is not
+            swamped by a random warp. A localisation net with no ``nn.Linear``, or whose last one
+            has the wrong width, raises ``ValueError``.
+        out_size: ``(h, w)`` of the output.
+        transform: which family of transforms (see :func:`transform_matrix`).
+        align_corners, padding, fill, fast: as in :func:`~foveal.glimpse.sampler.bilinear_sample`
+            (for normalised inputs prefer ``padding="border"`` or ``fill`` = the background's value).
+        init_identity: set the last ``nn.Linear`` to the identity (True) or leave it as built.
+
+    Shape:
+        - images: ``(B, C, H, W)``
+        - output: ``(B, C, h, w)``; theta: ``(B, 2, 3)`` (``(B, 3, 3)`` projective); grid: ``(B, h, w, 2)``
+
+    Convention:
+        ``theta`` maps output (target) to input (source) normalised coordinates in ``[-1, 1]``,
+        ``x`` (column) first, ``align_corners=False`` unless set.
+
+    Example:
+        >>> loc = nn.Sequential(nn.Flatten(), nn.Linear(64, 16), nn.ReLU(), nn.Linear(16, 4))
+        >>> st = SpatialTransformer(loc, (8, 8), transform="no_shear")
+        >>> img = torch.rand(2, 1, 8, 8)
+        >>> out, theta, grid = st(img)
+        >>> torch.allclose(out, img, atol=1e-6), theta.shape
+        (True, torch.Size([2, 2, 3]))
+    """
+
+    def __init__(
+        self,
+        localization: nn.Module,
+        out_size: tuple[int, int],
+        *,
+        transform: Transform = "affine",
+        align_corners: bool = False,
+        padding: Padding = "zeros",
+        fill: float | Tensor = 0.0,
+        fast: bool = True,
+        init_identity: bool = True,
+    ) -> None:
+        super().__init__()
+        if transform not in IDENTITY:
+            raise ValueError(f"transform: expected one of {tuple(IDENTITY)}, got {transform!r}")
+        self.localization = localization
+        self.out_size = _check_size(out_size)
+        self.transform = transform
+        self.align_corners = align_corners
+        self.padding = padding
+        self.fill = fill
+        self.fast = fast
+        if init_identity:
+            init_identity_regressor(localization, transform)
+
+    def forward(self, images: Tensor) -> TransformerOutput:
+        check_shape("images", images, (None, None, None, None))
+        params = self.localization(images)
+        theta = transform_matrix(params, self.transform)
+        return warp(
+            images, theta, self.out_size,
+            align_corners=self.align_corners, padding=self.padding, fill=self.fill, fast=self.fast,
+        )  # fmt: skip
+
+
+def init_identity_regressor(localization: nn.Module, transform: Transform) -> nn.Linear:
+    """Set the last ``nn.Linear`` of ``localization`` to output the identity transform; return it.
+
+    Example:
+        >>> last = init_identity_regressor(nn.Sequential(nn.Linear(5, 3)), "attention")
+        >>> last.bias.tolist(), float(last.weight.detach().abs().sum())
+        ([1.0, 0.0, 0.0], 0.0)
+    """
+    linears = [m for m in localization.modules() if isinstance(m, nn.Linear)]
+    identity = IDENTITY[transform]
+    if not linears:
+        raise ValueError("localization: needs a final nn.Linear regressing the transform's parameters, found none")
+    last = linears[-1]
+    if last.out_features != len(identity):
+        raise ValueError(
+            f"localization: its last nn.Linear must output {len(identity)} parameters for transform={transform!r}, "
+            f"got out_features={last.out_features}"
+        )
+    if last.bias is None:
+        raise ValueError("localization: its last nn.Linear needs a bias (it holds the identity transform)")
+    with torch.no_grad():
+        last.weight.zero_()
+        last.bias.copy_(torch.tensor(identity, dtype=last.bias.dtype))
+    return last
+
+
+__all__ = [
+    "IDENTITY",
+    "SpatialTransformer",
+    "TransformerOutput",
+    "init_identity_regressor",
+    "stn_glimpse",
+    "transform_matrix",
+    "warp",
+]
