@@ -14,16 +14,25 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from torch import Tensor, nn
 from torch.utils.data import Dataset
 
 Batch = Any
 LossFn = Callable[[nn.Module, Batch], tuple[Tensor, dict[str, float]]]
-"""``loss(model, batch) -> (scalar loss, {metric name: float})``; the metrics are logged."""
+"""``loss(model, batch) -> (scalar loss, {metric name: float})``; the metrics are logged.
+
+The batch is already on the loop's device. Under ``torchrun`` the model is wrapped in
+``DistributedDataParallel``: call it (its forward); reach anything else through
+``getattr(model, "module", model)``. The loss should be a mean over the batch, so that N ranks
+on ``batch_size / N`` each give the gradient of one process on the whole batch."""
 EvalFn = Callable[[nn.Module, Dataset], dict[str, float]]
-"""``evaluate(model, dataset) -> {metric name: float}``; runs under ``torch.no_grad`` in eval mode."""
+"""``evaluate(model, dataset) -> {metric name: float}``; runs under ``torch.no_grad`` in eval mode.
+
+The model is the plain module (never DDP-wrapped), on the loop's device: move data to
+``next(model.parameters()).device``. Evaluation runs on rank 0 only and cannot disturb the
+training random stream (the loop saves and restores the RNG states around it)."""
 ShowFn = Callable[[nn.Module, Dataset, Path], list[Path]]
 """``show(model, dataset, figures_dir) -> written paths``: the pictures of where the model looks."""
 
@@ -34,11 +43,13 @@ class LoopConfig:
 
     steps: int = 1000
     batch_size: int = 64
-    optimizer: str = "adam"  # adam | adamw | rmsprop
+    optimizer: Literal["adam", "adamw", "rmsprop"] = "adam"
     lr: float = 1e-3
     weight_decay: float = 0.0
     momentum: float = 0.0  # rmsprop's momentum (the NTM paper uses 0.9)
-    schedule: str = "constant"  # constant | cosine | step
+    rmsprop_alpha: float = 0.99  # rmsprop's squared-gradient decay (Graves 2013 uses 0.95)
+    rmsprop_centered: bool = False  # Graves 2013 divides by the centred second moment
+    schedule: Literal["constant", "cosine", "step"] = "constant"
     warmup_steps: int = 0
     step_size: int = 0  # for schedule="step": multiply lr by gamma every step_size steps
     gamma: float = 0.1
@@ -47,7 +58,8 @@ class LoopConfig:
     eval_every: int = 0  # 0: evaluate only at the end
     ckpt_every: int = 200
     log_every: int = 20
-    device: str = "cpu"  # cpu | cuda | auto
+    device: Literal["cpu", "cuda", "auto"] = "cpu"
+    ddp_find_unused: bool = False  # under torchrun: True if some parameters get no gradient in a step
 
 
 @dataclass

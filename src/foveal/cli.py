@@ -1,0 +1,221 @@
+"""``foveal``: list, train, eval, show, demo and bench from the command line.
+
+Every error a user can cause (an unknown recipe, key, value or preset, a missing run directory)
+prints one line to stderr and exits with status 2. Set ``FOVEAL_DEBUG=1`` to see the traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+EPILOG = """examples:
+  foveal list
+  foveal train toy --preset quick                 # writes runs/toy-quick/
+  foveal train toy --preset quick --set loop.lr=3e-3 --set hidden=32 --out runs/toy-small
+  foveal train toy --preset quick --resume        # continue runs/toy-quick/ exactly
+  foveal eval runs/toy-quick                      # prints metrics, writes runs/toy-quick/eval.json
+  foveal show runs/toy-quick                      # figures into runs/toy-quick/figures/
+  foveal demo                                     # easy-vqa quick: train, eval, show, report.html
+  torchrun --nproc_per_node=2 -m foveal train toy --preset quick   # data-parallel (gloo on CPU)
+"""
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="foveal",
+        description="Attention mechanisms for vision: train, evaluate and look inside the reference recipes.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    sub.add_parser("list", help="recipes (with presets), attention modules, models and figures")
+
+    t = sub.add_parser(
+        "train",
+        help="train a recipe",
+        description="Train RECIPE. Config precedence, lowest first: the recipe's defaults, --preset, "
+        "--config FILE, --set key=value, --seed/--threads. The resolved config is saved as RUN/config.json.",
+    )
+    t.add_argument("recipe", help="a recipe name (see `foveal list`)")
+    t.add_argument("--preset", help="a named preset of the recipe, e.g. quick or full (default: the recipe's defaults)")
+    t.add_argument("--config", metavar="FILE", help="a .toml or .json file of overrides (nested tables or dotted keys)")
+    t.add_argument(
+        "--set",
+        dest="sets",
+        action="append",
+        metavar="KEY=VALUE",
+        default=[],
+        help="override one config field; dotted keys reach nested fields (loop.lr=3e-4); repeatable",
+    )
+    t.add_argument("--out", metavar="DIR", help="run directory (default: runs/RECIPE-PRESET, runs/RECIPE-default)")
+    t.add_argument("--resume", action="store_true", help="continue the run in the run directory from its checkpoint")
+    t.add_argument("--overwrite", action="store_true", help="start afresh even if the run directory holds a run")
+    t.add_argument("--seed", type=int, help="random seed (overrides the config)")
+    t.add_argument("--threads", type=int, help="torch intra-op threads (overrides the config)")
+
+    e = sub.add_parser("eval", help="evaluate a trained run: print JSON metrics, write RUN/eval.json")
+    e.add_argument("run", help="a run directory")
+
+    s = sub.add_parser("show", help="draw a run's figures into RUN/figures/, or a named stand-alone figure")
+    s.add_argument("target", help="a run directory, or a figure name (see `foveal list`)")
+    s.add_argument("--out", metavar="DIR", default="figures", help="where a named figure goes (default: ./figures)")
+
+    d = sub.add_parser("demo", help="train the easy-vqa quick preset, evaluate, draw, write RUN/report.html")
+    d.add_argument("--recipe", default="easy-vqa", help="recipe to demonstrate (default: easy-vqa)")
+    d.add_argument("--preset", default="quick", help="preset (default: quick)")
+    d.add_argument("--threads", type=int, help="torch intra-op threads (default: the recipe's, 1)")
+    d.add_argument("--out", metavar="DIR", help="run directory (default: runs/demo-RECIPE-PRESET; overwritten)")
+
+    b = sub.add_parser("bench", help="run benchmarks/NAME.py from the repository checkout, or list them")
+    b.add_argument("name", nargs="?", help="benchmark name (without .py); omit to list")
+    b.add_argument("args", nargs=argparse.REMAINDER, help="arguments passed to the benchmark (e.g. --threads 1)")
+    return p
+
+
+def _out(text: str) -> None:
+    from foveal.train.distributed import is_main
+
+    if is_main():
+        print(text, flush=True)
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from foveal.recipes import load_all
+    from foveal.registry import ATTENTION, FIGURES, MODELS, RECIPES
+
+    load_all()
+    lines = ["recipes:"]
+    width = max((len(n) for n in RECIPES.names()), default=0)
+    for name, recipe in RECIPES.items():
+        presets = ", ".join(recipe.presets) or "-"
+        lines.append(f"  {name:<{width}}  {recipe.description}  [presets: {presets}]")
+    for title, registry in (("attention modules", ATTENTION), ("models", MODELS), ("figures", FIGURES)):
+        lines.append(f"{title}:")
+        lines.append("  " + (", ".join(registry.names()) or "(none)"))
+    print("\n".join(lines))
+    return 0
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from foveal.recipes.config import parse_sets
+    from foveal.runs import start_run
+
+    run_dir, metrics = start_run(
+        args.recipe,
+        args.preset,
+        args.config,
+        parse_sets(args.sets),
+        args.seed,
+        args.threads,
+        args.out,
+        resume=args.resume,
+        overwrite=args.overwrite,
+    )
+    _out(json.dumps(metrics))
+    _out(f"run: {run_dir}")
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from foveal.runs import eval_run
+
+    print(json.dumps(eval_run(args.run), indent=2))
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from foveal.recipes import load_all
+    from foveal.registry import FIGURES
+
+    load_all()
+    if Path(args.target).is_dir():
+        from foveal.runs import show_run
+
+        paths = show_run(args.target)
+    elif args.target in FIGURES:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        paths = list(FIGURES.get(args.target)(out))
+    else:
+        names = ", ".join(FIGURES.names()) or "(none)"
+        raise ValueError(f"{args.target!r} is neither a run directory nor a figure; figures: {names}")
+    for path in paths:
+        print(path)
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from foveal.runs import run_pipeline
+
+    out = args.out or Path("runs") / f"demo-{args.recipe}-{args.preset}"
+    result = run_pipeline(args.recipe, args.preset, out=out, threads=args.threads)
+    print(json.dumps(result["metrics"], indent=2))
+    for path in result["figures"]:
+        print(f"figure: {path}")
+    print(f"report: {result['report']}")
+    print(f"wall time: {result['seconds']:.1f} s")
+    return 0
+
+
+def _bench_dir() -> Path:
+    here = Path.cwd() / "benchmarks"
+    if here.is_dir():
+        return here
+    import foveal
+
+    checkout = Path(foveal.__file__).resolve().parents[2] / "benchmarks"
+    if checkout.is_dir():
+        return checkout
+    raise ValueError("no benchmarks/ directory: run `foveal bench` from the repository checkout")
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    bench = _bench_dir()
+    names = sorted(p.stem for p in bench.glob("*.py") if not p.name.startswith("_"))
+    if args.name is None:
+        print("benchmarks (foveal bench NAME [--threads N]):")
+        print("  " + (", ".join(names) or "(none)"))
+        return 0
+    if args.name not in names:
+        raise ValueError(f"unknown benchmark {args.name!r}; choose from: {', '.join(names) or '(none)'}")
+    return subprocess.call([sys.executable, str(bench / f"{args.name}.py"), *args.args], cwd=bench.parent)
+
+
+COMMANDS = {
+    "list": cmd_list,
+    "train": cmd_train,
+    "eval": cmd_eval,
+    "show": cmd_show,
+    "demo": cmd_demo,
+    "bench": cmd_bench,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the ``foveal`` command line; returns the exit status."""
+    args = _parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except ValueError as e:
+        if os.environ.get("FOVEAL_DEBUG"):
+            raise
+        print(f"foveal: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt as e:
+        from foveal.train import Interrupted
+
+        if isinstance(e, Interrupted):
+            print(f"foveal: {e}; continue with --resume", file=sys.stderr)
+        else:
+            print("foveal: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

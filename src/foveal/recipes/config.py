@@ -1,0 +1,316 @@
+"""Resolve a recipe's config: defaults -> preset -> config file -> ``--set`` flags -> ``--seed``.
+
+Every layer is a set of dotted keys (``loop.lr``) reaching into nested dataclasses; nested
+dicts (TOML tables, JSON objects) are flattened to dotted keys first. A value given as a string
+(from ``--set``) is parsed to the field's declared type; a value from TOML/JSON is checked
+against it. An unknown key or a bad value raises one ``ValueError`` line naming the choices.
+
+The resolved config is saved as ``RUN/config.json`` with the recipe name and preset, so that a
+run directory alone is enough to rebuild its task (``foveal eval RUN``, ``show``, ``--resume``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+import tomllib
+import types
+import typing
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from foveal.recipes.base import Recipe, RunConfig
+
+CONFIG_FILE = "config.json"
+
+
+def flatten(overrides: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Turn nested dicts into dotted keys: ``{"loop": {"lr": 1}}`` -> ``{"loop.lr": 1}``.
+
+    Example:
+        >>> flatten({"seed": 1, "loop": {"lr": 0.1}})
+        {'seed': 1, 'loop.lr': 0.1}
+    """
+    flat: dict[str, Any] = {}
+    for key, value in overrides.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            flat.update(flatten(value, f"{name}."))
+        else:
+            flat[name] = value
+    return flat
+
+
+def field_types(cls: type) -> dict[str, Any]:
+    """Every leaf field of a (nested) config dataclass as ``{dotted key: type}``.
+
+    Example:
+        >>> from foveal.recipes.base import RunConfig
+        >>> field_types(RunConfig)["loop.lr"]
+        <class 'float'>
+    """
+    hints = typing.get_type_hints(cls)
+    types_: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        tp = hints[f.name]
+        if dataclasses.is_dataclass(tp):
+            types_.update({f"{f.name}.{k}": v for k, v in field_types(tp).items()})
+        else:
+            types_[f.name] = tp
+    return types_
+
+
+def _type_name(tp: Any) -> str:
+    if typing.get_origin(tp) is Literal:
+        return " | ".join(repr(a) for a in typing.get_args(tp))
+    if tp is type(None):
+        return "None"
+    if isinstance(tp, type) and not typing.get_args(tp):
+        return tp.__name__
+    return str(tp).replace("typing.", "")
+
+
+_TRUE = {"true", "yes", "on", "1"}
+_FALSE = {"false", "no", "off", "0"}
+
+
+def coerce(value: Any, tp: Any) -> Any:
+    """Convert ``value`` (a string from the command line, or a TOML/JSON value) to type ``tp``.
+
+    Supports bool, int, float, str, None, ``X | None``, ``Literal[...]``, ``tuple[X, ...]``,
+    ``tuple[X, Y]`` and ``list[X]``. Raises ``ValueError`` when the value does not fit.
+
+    Example:
+        >>> coerce("3e-4", float), coerce("off", bool), coerce("none", int | None)
+        (0.0003, False, None)
+        >>> coerce("4,8", tuple[int, ...])
+        (4, 8)
+    """
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if tp is Any:
+        return value
+    if origin is Literal:
+        if value not in args:
+            raise ValueError("not a valid choice")
+        return value
+    if origin in (typing.Union, types.UnionType):
+        if type(None) in args and (value is None or (isinstance(value, str) and value.lower() in ("none", "null"))):
+            return None
+        errors = []
+        for member in args:
+            if member is type(None):
+                continue
+            try:
+                return coerce(value, member)
+            except ValueError as e:
+                errors.append(str(e))
+        raise ValueError(f"{value!r} is not {_type_name(tp)}")
+    if origin in (tuple, list):
+        items = value
+        if isinstance(value, str):
+            text = value.strip()
+            if text.startswith(("[", "(")):
+                text = text[1:-1]
+            items = [s.strip() for s in text.split(",") if s.strip()]
+        if not isinstance(items, list | tuple):
+            raise ValueError(f"{value!r} is not a sequence ({_type_name(tp)})")
+        if origin is tuple and args and args[-1] is not Ellipsis:
+            if len(items) != len(args):
+                raise ValueError(f"{value!r} needs {len(args)} items ({_type_name(tp)})")
+            return tuple(coerce(v, a) for v, a in zip(items, args, strict=True))
+        item_tp = args[0] if args else Any
+        return origin(coerce(v, item_tp) for v in items)
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in _TRUE | _FALSE:
+            return value.lower() in _TRUE
+        raise ValueError(f"{value!r} is not a bool (true/false)")
+    if tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, str):
+            try:
+                return int(value.replace("_", ""))
+            except ValueError:
+                pass
+        raise ValueError(f"{value!r} is not an int")
+    if tp is float:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+        if isinstance(value, str):
+            try:
+                return float(value)
+            except ValueError:
+                pass
+        raise ValueError(f"{value!r} is not a float")
+    if tp is str:
+        if isinstance(value, str):
+            return value
+        raise ValueError(f"{value!r} is not a string")
+    raise ValueError(f"cannot set a field of type {_type_name(tp)}")
+
+
+def apply_overrides(config: RunConfig, overrides: Mapping[str, Any], source: str = "override") -> RunConfig:
+    """Set dotted keys on ``config`` in place (values coerced to each field's type) and return it.
+
+    Args:
+        config: a config dataclass instance.
+        overrides: ``{dotted key: value}``; nested dicts are flattened first.
+        source: where the overrides come from, for the error message (``--set``, a file name).
+
+    Example:
+        >>> from foveal.recipes.base import RunConfig
+        >>> apply_overrides(RunConfig(), {"loop.lr": "0.01", "seed": 3}).loop.lr
+        0.01
+        >>> apply_overrides(RunConfig(), {"loop.lrr": 1})
+        Traceback (most recent call last):
+        ...
+        ValueError: unknown config key 'loop.lrr' (override); did you mean 'loop.lr'? ...
+    """
+    known = field_types(type(config))
+    for key, value in flatten(overrides).items():
+        if key not in known:
+            close = difflib.get_close_matches(key, known, n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise ValueError(f"unknown config key {key!r} ({source}); {hint}valid keys: {', '.join(sorted(known))}")
+        try:
+            parsed = coerce(value, known[key])
+        except ValueError:
+            tp = known[key]
+            if typing.get_origin(tp) is Literal:
+                expected = f"choose from: {', '.join(map(str, typing.get_args(tp)))}"
+            else:
+                expected = f"expected {_type_name(tp)}"
+            raise ValueError(f"bad value {value!r} for {key} ({source}); {expected}") from None
+        *path, leaf = key.split(".")
+        target: Any = config
+        for part in path:
+            target = getattr(target, part)
+        setattr(target, leaf, parsed)
+    return config
+
+
+def read_config_file(path: str | Path) -> dict[str, Any]:
+    """Read overrides from a ``.toml`` or ``.json`` file (nested tables or dotted keys)."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"config file {str(path)!r} does not exist")
+    try:
+        if path.suffix == ".toml":
+            with path.open("rb") as f:
+                return tomllib.load(f)
+        if path.suffix == ".json":
+            data = json.loads(path.read_text())
+            if not isinstance(data, dict):
+                raise ValueError("the top level must be an object")
+            # A saved RUN/config.json may be passed back in: take its config part.
+            return data["config"] if {"recipe", "config"} <= data.keys() else data
+    except (tomllib.TOMLDecodeError, json.JSONDecodeError, ValueError) as e:
+        raise ValueError(f"cannot read config file {str(path)!r}: {e}") from None
+    raise ValueError(f"config file {str(path)!r} must end in .toml or .json")
+
+
+def parse_sets(pairs: list[str] | None) -> dict[str, str]:
+    """Parse ``--set key=value`` flags into a dict (values stay strings until coerced).
+
+    Example:
+        >>> parse_sets(["loop.lr=0.1", "name=a=b"])
+        {'loop.lr': '0.1', 'name': 'a=b'}
+    """
+    out: dict[str, str] = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--set needs key=value, got {pair!r}")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def resolve_config(
+    recipe: Recipe,
+    preset: str | None = None,
+    config_file: str | Path | None = None,
+    sets: Mapping[str, Any] | None = None,
+    seed: int | None = None,
+    threads: int | None = None,
+) -> RunConfig:
+    """Build a recipe's config from its layers, lowest priority first.
+
+    Args:
+        recipe: the recipe whose config dataclass gives the defaults.
+        preset: a name in ``recipe.presets`` (None: the defaults alone).
+        config_file: a ``.toml``/``.json`` file of overrides.
+        sets: ``{dotted key: value}`` from ``--set`` (strings are parsed to the field's type).
+        seed: ``--seed``, applied last.
+        threads: ``--threads``, applied last.
+
+    Example:
+        >>> from foveal.recipes.base import Recipe, RunConfig
+        >>> r = Recipe("r", "demo", RunConfig, build=None, presets={"quick": {"loop.steps": 5}})
+        >>> c = resolve_config(r, "quick", sets={"loop.lr": "0.1"}, seed=7)
+        >>> c.loop.steps, c.loop.lr, c.seed
+        (5, 0.1, 7)
+    """
+    config = recipe.config()
+    if preset is not None:
+        if preset not in recipe.presets:
+            choices = ", ".join(sorted(recipe.presets)) or "(none)"
+            raise ValueError(f"unknown preset {preset!r} for recipe {recipe.name!r}; choose from: {choices}")
+        apply_overrides(config, recipe.presets[preset], f"preset {preset}")
+    if config_file is not None:
+        apply_overrides(config, read_config_file(config_file), str(config_file))
+    if sets:
+        apply_overrides(config, sets, "--set")
+    if seed is not None:
+        config.seed = seed
+    if threads is not None:
+        config.threads = threads
+    validate(config)
+    return config
+
+
+def validate(config: RunConfig) -> None:
+    """Check ranges the types cannot express (positive steps, batch size, ...)."""
+    loop = config.loop
+    for key in ("steps", "batch_size"):
+        if getattr(loop, key) < 1:
+            raise ValueError(f"bad value for loop.{key}: {getattr(loop, key)}; expected an int >= 1")
+    for key in ("eval_every", "ckpt_every", "log_every", "warmup_steps", "step_size"):
+        if getattr(loop, key) < 0:
+            raise ValueError(f"bad value for loop.{key}: {getattr(loop, key)}; expected an int >= 0")
+    if loop.schedule == "step" and loop.step_size < 1:
+        raise ValueError("loop.schedule=step needs loop.step_size >= 1")
+    if config.threads < 1:
+        raise ValueError(f"bad value for threads: {config.threads}; expected an int >= 1")
+
+
+def config_to_dict(config: RunConfig) -> dict[str, Any]:
+    """The config as plain JSON types (tuples become lists)."""
+    return json.loads(json.dumps(dataclasses.asdict(config)))
+
+
+def save_run_config(run_dir: str | Path, recipe: str, preset: str | None, config: RunConfig) -> Path:
+    """Write ``RUN/config.json``: the recipe name, the preset and the resolved config."""
+    path = Path(run_dir) / CONFIG_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    record = {"recipe": recipe, "preset": preset, "config": config_to_dict(config)}
+    path.write_text(json.dumps(record, indent=2) + "\n")
+    return path
+
+
+def load_run_config(run_dir: str | Path) -> tuple[Recipe, str | None, RunConfig]:
+    """Rebuild ``(recipe, preset, config)`` from ``RUN/config.json``."""
+    from foveal.recipes import load_all
+    from foveal.registry import RECIPES
+
+    path = Path(run_dir) / CONFIG_FILE
+    if not path.is_file():
+        raise ValueError(f"{str(run_dir)!r} is not a run directory (no {CONFIG_FILE}); train one with `foveal train`")
+    record = json.loads(path.read_text())
+    load_all()
+    recipe = RECIPES.get(record["recipe"])
+    config = apply_overrides(recipe.config(), record["config"], str(path))
+    return recipe, record.get("preset"), config

@@ -1,0 +1,187 @@
+"""A run directory's life: start or resume training, rebuild it, evaluate, draw, report.
+
+The CLI is a thin shell over these functions; :func:`run_pipeline` is ``foveal demo`` for any
+recipe. A run directory holds ``config.json`` (recipe, preset, resolved config),
+``checkpoint.pt``, ``metrics.jsonl``, ``eval.json``, ``figures/`` and ``report.html``.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from foveal.recipes import load_all
+from foveal.recipes.base import Recipe, RunConfig, Task
+from foveal.recipes.config import config_to_dict, load_run_config, resolve_config, save_run_config
+from foveal.registry import RECIPES
+from foveal.train import CHECKPOINT, METRICS, evaluate, load, seed_everything, train
+from foveal.train.distributed import is_main
+
+EVAL_FILE = "eval.json"
+FIGURES_DIR = "figures"
+# Keys a resumed run may change: they steer logging and stopping, not the numbers already made.
+RESUMABLE_CHANGES = {"threads", "loop.steps", "loop.eval_every", "loop.ckpt_every", "loop.log_every"}
+
+
+def default_run_dir(recipe: str, preset: str | None) -> Path:
+    """``runs/RECIPE-PRESET`` (``runs/RECIPE-default`` without a preset)."""
+    return Path("runs") / f"{recipe}-{preset or 'default'}"
+
+
+def get_recipe(name: str) -> Recipe:
+    load_all()
+    return RECIPES.get(name)
+
+
+@dataclass
+class Run:
+    """A rebuilt run: its recipe, preset, config, and task (model weights loaded if trained)."""
+
+    dir: Path
+    recipe: Recipe
+    preset: str | None
+    config: RunConfig
+    task: Task
+
+
+def _diff(saved: dict[str, Any], new: dict[str, Any], prefix: str = "") -> list[str]:
+    keys = []
+    for k in sorted(saved.keys() | new.keys()):
+        a, b = saved.get(k), new.get(k)
+        if isinstance(a, dict) and isinstance(b, dict):
+            keys += _diff(a, b, f"{prefix}{k}.")
+        elif a != b:
+            keys.append(f"{prefix}{k}")
+    return keys
+
+
+def start_run(
+    recipe_name: str,
+    preset: str | None = None,
+    config_file: str | Path | None = None,
+    sets: dict[str, Any] | None = None,
+    seed: int | None = None,
+    threads: int | None = None,
+    out: str | Path | None = None,
+    resume: bool = False,
+    overwrite: bool = False,
+) -> tuple[Path, dict[str, float]]:
+    """Resolve the config, save it, build the task and train; returns ``(run_dir, final metrics)``.
+
+    With ``resume`` and no preset/config file/``--set``, the saved config is used as it is;
+    otherwise the new one must agree with it except in :data:`RESUMABLE_CHANGES`.
+    """
+    recipe = get_recipe(recipe_name)
+    run_dir = Path(out) if out is not None else default_run_dir(recipe_name, preset)
+    if resume:
+        if not (run_dir / CHECKPOINT).is_file():
+            raise ValueError(f"cannot resume: {run_dir / CHECKPOINT} does not exist")
+        saved_recipe, saved_preset, saved = load_run_config(run_dir)
+        if saved_recipe.name != recipe_name:
+            raise ValueError(f"cannot resume: {run_dir} is a run of recipe {saved_recipe.name!r}, not {recipe_name!r}")
+        if preset is None and config_file is None and not sets:
+            config, preset = saved, saved_preset
+            if seed is not None:
+                config.seed = seed
+            if threads is not None:
+                config.threads = threads
+        else:
+            config = resolve_config(recipe, preset, config_file, sets, seed, threads)
+        changed = set(_diff(config_to_dict(saved), config_to_dict(config))) - RESUMABLE_CHANGES
+        if changed:
+            raise ValueError(
+                f"cannot resume {run_dir}: the config differs from the saved one in {', '.join(sorted(changed))}"
+            )
+    else:
+        config = resolve_config(recipe, preset, config_file, sets, seed, threads)
+        if (run_dir / CHECKPOINT).is_file() and not overwrite:
+            raise ValueError(f"{run_dir} already holds a run; pass --resume to continue it, --overwrite, or --out NEW")
+        if overwrite and is_main():
+            clear_run(run_dir)
+    if is_main():
+        save_run_config(run_dir, recipe_name, preset, config)
+    seed_everything(config.seed)
+    task = recipe.build(config)
+    return run_dir, train(task, config, run_dir, resume=resume)
+
+
+def clear_run(run_dir: Path) -> None:
+    """Remove what a run writes (not anything else the directory may hold)."""
+    for name in (CHECKPOINT, METRICS, EVAL_FILE, "config.json", "report.html", "loss.png"):
+        (run_dir / name).unlink(missing_ok=True)
+    for name in (FIGURES_DIR, "tensorboard"):
+        shutil.rmtree(run_dir / name, ignore_errors=True)
+
+
+def load_run(run_dir: str | Path) -> Run:
+    """Rebuild a run's task from ``RUN/config.json`` and load the trained weights."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise ValueError(f"run directory {str(run_dir)!r} does not exist")
+    recipe, preset, config = load_run_config(run_dir)
+    seed_everything(config.seed)
+    task = recipe.build(config)
+    path = run_dir / CHECKPOINT
+    if not path.is_file():
+        raise ValueError(f"{run_dir} has no {CHECKPOINT}; train it first (foveal train {recipe.name} --out {run_dir})")
+    task.model.load_state_dict(load(path)["model"])
+    return Run(run_dir, recipe, preset, config, task)
+
+
+def eval_run(run: str | Path | Run) -> dict[str, float]:
+    """Evaluate a trained run on its eval set and write ``RUN/eval.json``."""
+    import torch
+
+    run = run if isinstance(run, Run) else load_run(run)
+    torch.set_num_threads(run.config.threads)
+    if run.task.evaluate is None or run.task.eval_set is None:
+        raise ValueError(f"recipe {run.recipe.name!r} defines no evaluation")
+    metrics = evaluate(run.task, run.task.model)
+    (run.dir / EVAL_FILE).write_text(json.dumps(metrics, indent=2) + "\n")
+    return metrics
+
+
+def show_run(run: str | Path | Run) -> list[Path]:
+    """Draw a trained run's figures into ``RUN/figures/``."""
+    import torch
+
+    run = run if isinstance(run, Run) else load_run(run)
+    torch.set_num_threads(run.config.threads)
+    if run.task.show is None:
+        raise ValueError(f"recipe {run.recipe.name!r} draws no figures")
+    model = run.task.model.eval()
+    with torch.no_grad():
+        return list(run.task.show(model, run.task.eval_set, run.dir / FIGURES_DIR))
+
+
+def run_pipeline(
+    recipe: str,
+    preset: str | None = "quick",
+    out: str | Path | None = None,
+    threads: int | None = None,
+    sets: dict[str, Any] | None = None,
+    seed: int | None = None,
+) -> dict[str, Any]:
+    """Train from scratch, evaluate, draw and write the report: ``foveal demo`` for any recipe.
+
+    Returns ``{"run_dir", "report", "metrics", "figures", "seconds"}``.
+    """
+    from foveal.viz.report import write_report
+
+    start = time.monotonic()
+    run_dir, final = start_run(recipe, preset, sets=sets, seed=seed, threads=threads, out=out, overwrite=True)
+    run = load_run(run_dir)
+    metrics = eval_run(run) if run.task.evaluate is not None and run.task.eval_set is not None else final
+    figures = show_run(run) if run.task.show is not None else []
+    report = write_report(run_dir)
+    return {
+        "run_dir": run_dir,
+        "report": report,
+        "metrics": metrics,
+        "figures": figures,
+        "seconds": time.monotonic() - start,
+    }

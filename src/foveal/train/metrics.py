@@ -1,0 +1,87 @@
+"""Where the loop's numbers go: ``RUN/metrics.jsonl``, TensorBoard (if installed), the terminal."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+METRICS = "metrics.jsonl"
+
+
+def read_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
+    """Every event in ``RUN/metrics.jsonl`` (an empty list if there is none)."""
+    path = Path(run_dir) / METRICS
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _fmt(values: dict[str, float]) -> str:
+    return " ".join(f"{k}={v:.4g}" for k, v in values.items())
+
+
+class MetricsLog:
+    """One log for one run; only rank 0 makes one with ``enabled=True``.
+
+    Each event is one JSON object ``{"step", "time", "split", **metrics}`` appended to
+    ``metrics.jsonl``; ``time`` is seconds since the run (or the resumed part) started.
+    """
+
+    def __init__(self, run_dir: Path, total_steps: int, start_step: int, enabled: bool = True) -> None:
+        self.enabled = enabled
+        self.start = time.monotonic()
+        self.path = run_dir / METRICS
+        self.tty = sys.stderr.isatty()
+        self.bar: tqdm | None = None
+        self.writer: Any = None
+        if not enabled:
+            return
+        run_dir.mkdir(parents=True, exist_ok=True)
+        self._truncate_after(start_step)
+        if self.tty:
+            self.bar = tqdm(total=total_steps, initial=start_step, dynamic_ncols=True, unit="step")
+        try:  # TensorBoard is an optional extra
+            from torch.utils.tensorboard import SummaryWriter
+
+            self.writer = SummaryWriter(str(run_dir / "tensorboard"), purge_step=start_step or None)
+        except ImportError:
+            self.writer = None
+
+    def _truncate_after(self, step: int) -> None:
+        """A resumed run redoes the steps after its checkpoint: drop their stale events."""
+        if not self.path.is_file():
+            return
+        keep = [e for e in read_metrics(self.path.parent) if e["step"] <= step]
+        self.path.write_text("".join(json.dumps(e) + "\n" for e in keep))
+
+    def event(self, step: int, split: str, values: dict[str, float]) -> None:
+        if not self.enabled:
+            return
+        record = {"step": step, "time": round(time.monotonic() - self.start, 3), "split": split, **values}
+        with self.path.open("a") as f:
+            f.write(json.dumps(record) + "\n")
+        if self.writer is not None:
+            for k, v in values.items():
+                self.writer.add_scalar(f"{split}/{k}", v, step)
+        if self.bar is not None:
+            if split == "train":
+                self.bar.set_postfix_str(_fmt(values), refresh=False)
+            else:
+                self.bar.write(f"step {step} {split}: {_fmt(values)}")
+        else:
+            print(f"step {step} {split}: {_fmt(values)}", file=sys.stderr, flush=True)
+
+    def advance(self, n: int = 1) -> None:
+        if self.bar is not None:
+            self.bar.update(n)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+        if self.writer is not None:
+            self.writer.close()
