@@ -1,0 +1,179 @@
+"""The Neural Turing Machine (Graves et al. 2014; seed 004): a controller with a memory it addresses.
+
+One time step, for the whole batch at once (only time is a Python loop)::
+
+    h_t          = controller([x_t, r_{t-1}])                       LSTM cell or feed-forward layer
+    params       = split(W_heads h_t + b)                            every head's k, beta, g, s, gamma (e, a)
+    w^write_t    = address(params, M_{t-1}, w^write_{t-1});  M_t = write(M_{t-1}, w^write_t, e, a)
+    w^read_t     = address(params, M_t, w^read_{t-1});       r_t = read(M_t, w^read_t)
+    y_t          = W_out [h_t, r_t] + b_out                         logits; sigmoid(y_t) are the bits
+
+The heads write before they read (as in the DNC), so a read can see what this step wrote. Each
+sequence starts from the same state: the controller state, the read vectors and the head
+weightings are learned bias vectors (``initial_state="learned"``, the paper's scheme) or fixed
+(``"constant"``: zeros and a weighting on row 0), and the memory comes from
+:class:`foveal.memory.MemoryInit` (constant 1e-6 by default).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+from torch import Tensor, nn
+
+from foveal._checks import check_shape
+from foveal.memory import MemoryInit, address, head_param_size, read, split_head_params, write
+from foveal.registry import MODELS
+
+CONTROLLERS = ("lstm", "feedforward")
+INITIAL_STATES = ("learned", "constant")
+
+
+class NTMOutput(NamedTuple):
+    """What :class:`NTM` returns; the last three are None unless ``record=True``."""
+
+    logits: Tensor  # (B, T, O): sigmoid gives the output bits
+    read_weights: Tensor | None = None  # (B, T, H_read, R)
+    write_weights: Tensor | None = None  # (B, T, H_write, R)
+    memory: Tensor | None = None  # (B, T, R, C): the memory after each step's write
+
+
+@MODELS.register("ntm")
+class NTM(nn.Module):
+    """A Neural Turing Machine with an LSTM or feed-forward controller and batched heads.
+
+    Args:
+        input_size: width of each input vector ``x_t``.
+        output_size: width of each output vector ``y_t``.
+        controller: ``"lstm"`` (an LSTM cell) or ``"feedforward"`` (one tanh layer).
+        controller_size: hidden size of the controller (100 in the paper's copy experiment).
+        n_rows: ``R``, memory locations (128 in the paper).
+        n_cols: ``C``, width of a location (20 in the paper).
+        n_read_heads: read heads.
+        n_write_heads: write heads.
+        n_shifts: allowed shifts ``-k..k`` (3: -1, 0, +1).
+        memory_init: ``"constant"``, ``"learned"`` or ``"random"`` (see :class:`MemoryInit`).
+        memory_value: the constant (and learned initial) memory value.
+        initial_state: ``"learned"`` bias vectors or ``"constant"`` starting state.
+        eps: guard of the cosine similarity and the sharpening.
+
+    Shape:
+        - x: ``(B, T, input_size)``
+        - output: :class:`NTMOutput`, ``logits`` ``(B, T, output_size)``
+
+    Example:
+        >>> ntm = NTM(4, 3, controller_size=8, n_rows=6, n_cols=5)
+        >>> out = ntm(torch.zeros(2, 7, 4), record=True)
+        >>> out.logits.shape, out.read_weights.shape, out.memory.shape
+        (torch.Size([2, 7, 3]), torch.Size([2, 7, 1, 6]), torch.Size([2, 7, 6, 5]))
+    """
+
+    def __init__(
+        self,
+        input_size: int,
+        output_size: int,
+        *,
+        controller: str = "lstm",
+        controller_size: int = 100,
+        n_rows: int = 128,
+        n_cols: int = 20,
+        n_read_heads: int = 1,
+        n_write_heads: int = 1,
+        n_shifts: int = 3,
+        memory_init: str = "constant",
+        memory_value: float = 1e-6,
+        initial_state: str = "learned",
+        eps: float = 1e-8,
+    ) -> None:
+        super().__init__()
+        if controller not in CONTROLLERS:
+            raise ValueError(f"unknown controller {controller!r}; choose from: {', '.join(CONTROLLERS)}")
+        if initial_state not in INITIAL_STATES:
+            raise ValueError(f"unknown initial_state {initial_state!r}; choose from: {', '.join(INITIAL_STATES)}")
+        if n_read_heads < 1 or n_write_heads < 0:
+            raise ValueError("an NTM needs at least one read head and no negative number of write heads")
+        self.input_size, self.output_size = input_size, output_size
+        self.controller_kind, self.controller_size = controller, controller_size
+        self.n_rows, self.n_cols, self.n_shifts = n_rows, n_cols, n_shifts
+        self.n_read_heads, self.n_write_heads, self.eps = n_read_heads, n_write_heads, eps
+
+        ctrl_in = input_size + n_read_heads * n_cols
+        if controller == "lstm":
+            self.controller = nn.LSTMCell(ctrl_in, controller_size)
+        else:
+            self.controller = nn.Linear(ctrl_in, controller_size)
+        self.read_param_size = head_param_size(n_cols, n_shifts, write=False)
+        self.write_param_size = head_param_size(n_cols, n_shifts, write=True)
+        self.heads = nn.Linear(
+            controller_size, n_read_heads * self.read_param_size + n_write_heads * self.write_param_size
+        )
+        self.out = nn.Linear(controller_size + n_read_heads * n_cols, output_size)
+        self.memory_init = MemoryInit(n_rows, n_cols, kind=memory_init, value=memory_value)
+
+        # The starting state of every sequence. Weightings are stored as logits and start peaked on
+        # row 0, so shifting from them walks through memory from the first step on.
+        n_heads = n_read_heads + n_write_heads
+        h0 = torch.zeros(controller_size)
+        r0 = torch.zeros(n_read_heads, n_cols)
+        w0 = torch.full((n_heads, n_rows), -10.0)
+        w0[:, 0] = 10.0
+        if initial_state == "learned":
+            self.h0, self.c0, self.r0 = nn.Parameter(h0), nn.Parameter(h0.clone()), nn.Parameter(r0)
+            self.w0_logits = nn.Parameter(w0)
+        else:
+            self.register_buffer("h0", h0, persistent=False)
+            self.register_buffer("c0", h0.clone(), persistent=False)
+            self.register_buffer("r0", r0, persistent=False)
+            self.register_buffer("w0_logits", w0, persistent=False)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        # Small head and output weights: the first steps address softly and output ~0.5 bits.
+        nn.init.xavier_uniform_(self.heads.weight, gain=0.5)
+        nn.init.zeros_(self.heads.bias)
+        nn.init.xavier_uniform_(self.out.weight)
+        nn.init.zeros_(self.out.bias)
+
+    def forward(self, x: Tensor, *, record: bool = False) -> NTMOutput:
+        check_shape("x", x, ("B", "T", self.input_size))
+        batch, steps = x.shape[:2]
+        Hr, Hw = self.n_read_heads, self.n_write_heads
+
+        h = self.h0.expand(batch, -1)
+        c = self.c0.expand(batch, -1)
+        reads = self.r0.expand(batch, -1, -1)
+        w0 = self.w0_logits.softmax(dim=-1).expand(batch, -1, -1)
+        w_read, w_write = w0[:, :Hr], w0[:, Hr:]
+        memory = self.memory_init(batch).to(x.dtype)
+
+        logits, read_ws, write_ws, memories = [], [], [], []
+        for t in range(steps):
+            ctrl_in = torch.cat([x[:, t], reads.flatten(1)], dim=-1)
+            if self.controller_kind == "lstm":
+                h, c = self.controller(ctrl_in, (h, c))
+            else:
+                h = torch.tanh(self.controller(ctrl_in))
+            raw = self.heads(h)
+            raw_read, raw_write = raw.split([Hr * self.read_param_size, Hw * self.write_param_size], dim=-1)
+            if Hw:
+                p = split_head_params(raw_write.view(batch, Hw, -1), self.n_cols, self.n_shifts, write=True)
+                w_write = address(p.key, p.beta, p.gate, p.shift, p.gamma, memory, w_write, self.eps)
+                memory = write(memory, w_write, p.erase, p.add)
+            p = split_head_params(raw_read.view(batch, Hr, -1), self.n_cols, self.n_shifts, write=False)
+            w_read = address(p.key, p.beta, p.gate, p.shift, p.gamma, memory, w_read, self.eps)
+            reads = read(memory, w_read)
+            logits.append(self.out(torch.cat([h, reads.flatten(1)], dim=-1)))
+            if record:
+                read_ws.append(w_read)
+                write_ws.append(w_write)
+                memories.append(memory)
+
+        out = NTMOutput(torch.stack(logits, dim=1))
+        if record:
+            out = out._replace(
+                read_weights=torch.stack(read_ws, dim=1),
+                write_weights=torch.stack(write_ws, dim=1),
+                memory=torch.stack(memories, dim=1),
+            )
+        return out
