@@ -35,6 +35,14 @@ TRUNCATE_AREA_FRACTION = 0.25
 """``truncate="auto"`` takes the windowed path when the window is at most this fraction of the image
 area (the speed-up is roughly the inverse of the fraction, less the cost of cutting the window)."""
 
+LOG_MAX = 50.0
+"""DRAW's five parameters are clamped to ``[-LOG_MAX, LOG_MAX]`` before use (the three logs before ``exp``),
+so a diverging network gives a finite (if useless) window instead of inf and NaN; the gradient is zero
+beyond the clamp. ``g~ = +-50`` is already 25 image widths off the image."""
+
+Z_MAX = 1e3
+"""Largest standardised distance ``|a - mu| / sigma`` evaluated (the weight beyond it is exactly 0)."""
+
 Truncate = bool | Literal["auto"]
 
 
@@ -199,7 +207,7 @@ def draw_window(params: Tensor, image_size: tuple[int, int], N: int) -> DrawWind
     """
     check_shape("params", params, (None, 5))
     H, W = _check_size(image_size)
-    gx_t, gy_t, log_sigma2, log_delta_t, log_gamma = params.unbind(-1)
+    gx_t, gy_t, log_sigma2, log_delta_t, log_gamma = params.clamp(-LOG_MAX, LOG_MAX).unbind(-1)
     return DrawWindow(
         g_X=(W + 1) / 2 * (gx_t + 1),
         g_Y=(H + 1) / 2 * (gy_t + 1),
@@ -316,12 +324,12 @@ def gaussian_write(patch: Tensor, params: Tensor, image_size: tuple[int, int], *
         >>> out.shape
         torch.Size([1, 1, 28, 28])
     """
-    sizes = check_shape("patch", patch, ("B", "C", "N", "N"))
+    N = patch.shape[-1] if patch.dim() == 4 else 0
+    sizes = check_shape("patch", patch, ("B", "C", N, N))
     check_shape("params", params, ("B", 5), sizes)
-    N = patch.shape[-1]
     F_X, F_Y, window = filterbank(params, image_size, N, eps=eps)
     canvas = _separable(patch, F_Y.transpose(1, 2), F_X.transpose(1, 2))
-    return WriteOutput(canvas * (-params[:, 4]).exp()[:, None, None, None], window)
+    return WriteOutput(canvas * (-params[:, 4].clamp(-LOG_MAX, LOG_MAX)).exp()[:, None, None, None], window)
 
 
 class GaussianRead(nn.Module):
@@ -410,7 +418,10 @@ def _gaussian_rows(
     r = torch.arange(n, device=first.device, dtype=first.dtype)
     centres = first[..., None] + r * stride[..., None]  # (*batch, n)
     offsets = positions[..., None, :] - centres[..., :, None]  # (*batch, n, L)
-    weights = torch.exp(-0.5 * offsets.square() / variance[..., None, None])
+    # Clamping the standardised offset changes no weight (exp(-Z_MAX^2 / 2) is 0 in float64) but keeps
+    # inf out of the forward pass, and with it 0 * inf = NaN out of the backward.
+    z = (offsets * variance.rsqrt()[..., None, None]).clamp(-Z_MAX, Z_MAX)
+    weights = torch.exp(-0.5 * z.square())
     if inside is not None:
         weights = weights * inside[..., None, :]
     return weights / (weights.sum(-1, keepdim=True) + eps)
@@ -475,8 +486,10 @@ def _window(axis: Axis, n: int, support: float, origin: float) -> tuple[Tensor, 
 
 
 __all__ = [
+    "LOG_MAX",
     "SIGMA_MIN",
     "TRUNCATE_AREA_FRACTION",
+    "Z_MAX",
     "DrawWindow",
     "Filterbank",
     "GaussianRead",

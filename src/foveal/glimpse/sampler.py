@@ -176,7 +176,8 @@ def bilinear_sample(
         align_corners: how ``[-1, 1]`` maps to pixels (see :func:`base_grid`); use the same value as
             for the grid.
         padding: what points off the image read. ``"zeros"``: the constant ``fill``; ``"border"``:
-            the nearest edge pixel (coordinates clamped, so no gradient flows to them off the image).
+            the nearest edge pixel (coordinates clamped; as in ``F.grid_sample``, no gradient flows to
+            a coordinate off the image or exactly on its border).
         fill: the constant for ``"zeros"``, a number or one per channel. **Zero padding of a
             normalised image is a trap**: 0 is the mean colour, not the background. Pass the
             background's normalised value (``(0 - mean) / std``) or use ``"border"``.
@@ -215,7 +216,7 @@ def bilinear_sample(
         x = _to_pixels(grid[..., 0], W, align_corners)
         y = _to_pixels(grid[..., 1], H, align_corners)
         if padding == "border":
-            x, y = x.clamp(0, W - 1), y.clamp(0, H - 1)
+            x, y = _clamp_open(x, W - 1), _clamp_open(y, H - 1)
         h, w = grid.shape[1:3]
         out = BilinearSampler.apply(images, x.reshape(B, h * w), y.reshape(B, h * w)).view(B, C, h, w)
     return out if fill_map is None else out + fill_map
@@ -225,6 +226,13 @@ def _to_pixels(coord: Tensor, size: int, align_corners: bool) -> Tensor:
     if align_corners:
         return (coord + 1) / 2 * (size - 1)
     return ((coord + 1) * size - 1) / 2
+
+
+def _clamp_open(coord: Tensor, limit: int) -> Tensor:
+    # Clamp to [0, limit] with no gradient on the border itself, as F.grid_sample's border mode does
+    # (torch.clamp would pass the gradient at exactly 0 and limit).
+    inside = (coord > 0) & (coord < limit)
+    return torch.where(inside, coord, coord.detach().clamp(0, limit))
 
 
 def _normalised_centres(n: int, align_corners: bool, device, dtype) -> Tensor:

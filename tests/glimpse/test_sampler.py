@@ -1,0 +1,130 @@
+"""Grid generator and bilinear sampler (seed 004) against the equation and against torch."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from foveal.glimpse import BilinearSampler, affine_grid, bilinear_sample, projective_grid
+
+
+def ref_sample(U: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Seed 004: V_i^c = sum_n sum_m U_nm^c max(0, 1 - |x_i - m|) max(0, 1 - |y_i - n|), literally."""
+    C, H, W = U.shape
+    V = torch.zeros(C, x.numel(), dtype=U.dtype)
+    for i in range(x.numel()):
+        for n in range(H):
+            for m in range(W):
+                k = max(0.0, 1 - abs(x[i].item() - m)) * max(0.0, 1 - abs(y[i].item() - n))
+                V[:, i] += U[:, n, m] * k
+    return V
+
+
+def random_points(B, P, H, W, generator, margin=1.5):
+    x = torch.rand(B, P, generator=generator, dtype=torch.float64) * (W - 1 + 2 * margin) - margin
+    y = torch.rand(B, P, generator=generator, dtype=torch.float64) * (H - 1 + 2 * margin) - margin
+    return x, y
+
+
+def test_sampler_matches_seed_004_sum_including_off_image_points():
+    g = torch.Generator().manual_seed(0)
+    U = torch.randn(2, 3, 5, 6, dtype=torch.float64, generator=g)
+    x, y = random_points(2, 17, 5, 6, g)
+    x[0, :3] = torch.tensor([0.0, 2.0, 5.0], dtype=torch.float64)  # integer points, the last on the edge
+    y[0, :3] = torch.tensor([0.0, 3.0, 4.0], dtype=torch.float64)
+    V = BilinearSampler.apply(U, x, y)
+    for b in range(2):
+        torch.testing.assert_close(V[b], ref_sample(U[b], x[b], y[b]))
+
+
+def test_sampler_gradcheck_float64():
+    g = torch.Generator().manual_seed(1)
+    U = torch.randn(2, 2, 4, 5, dtype=torch.float64, generator=g, requires_grad=True)
+    x, y = random_points(2, 9, 4, 5, g, margin=0.8)  # some points straddle the edge
+    assert torch.autograd.gradcheck(BilinearSampler.apply, (U, x.requires_grad_(), y.requires_grad_()))
+
+
+def test_gradient_at_integer_points_is_the_right_derivative_not_the_seeds_literal_case():
+    # x = m exactly (the identity transform samples there): the seed's cases read literally give dV/dx = U_m;
+    # we return U_{m+1} - U_m, as F.grid_sample does.
+    U = torch.tensor([[[[1.0, 4.0, 9.0]]]], dtype=torch.float64)
+    x = torch.tensor([[1.0]], dtype=torch.float64, requires_grad=True)
+    y = torch.zeros(1, 1, dtype=torch.float64, requires_grad=True)
+    BilinearSampler.apply(U, x, y).sum().backward()
+    assert x.grad.item() == 9.0 - 4.0
+
+
+@pytest.mark.parametrize("align_corners", [False, True])
+@pytest.mark.parametrize("padding", ["zeros", "border"])
+def test_custom_sampler_equals_grid_sample_values_and_gradients(align_corners, padding):
+    g = torch.Generator().manual_seed(2)
+    images = torch.randn(2, 3, 6, 7, dtype=torch.float64, generator=g)
+    grid = torch.rand(2, 4, 5, 2, dtype=torch.float64, generator=g) * 2.6 - 1.3  # partly off the image
+    identity = affine_grid(torch.eye(2, 3, dtype=torch.float64).expand(2, 2, 3), (6, 7), align_corners=align_corners)
+    for points in (grid, identity):  # random points, and exactly the pixel centres
+        results = []
+        for fast in (True, False):
+            U = images.clone().requires_grad_()
+            G = points.clone().requires_grad_()
+            out = bilinear_sample(U, G, align_corners=align_corners, padding=padding, fast=fast)
+            (out * torch.linspace(-1, 1, out.numel(), dtype=torch.float64).view_as(out)).sum().backward()
+            results.append((out, U.grad, G.grad))
+        for a, b in zip(*results, strict=True):
+            torch.testing.assert_close(a, b)
+
+
+def test_bilinear_sample_gradcheck_through_normalised_coordinates_and_border():
+    g = torch.Generator().manual_seed(3)
+    U = torch.randn(1, 2, 4, 5, dtype=torch.float64, generator=g, requires_grad=True)
+    grid = (torch.rand(1, 3, 3, 2, dtype=torch.float64, generator=g) * 2.4 - 1.2).requires_grad_()
+    for padding in ("zeros", "border"):
+        assert torch.autograd.gradcheck(
+            lambda u, p, pad=padding: bilinear_sample(u, p, padding=pad, fast=False), (U, grid)
+        )
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_fill_is_what_off_image_points_read(fast):
+    images = torch.randn(2, 3, 5, 5)
+    fill = torch.tensor([-0.4, 0.0, 2.0])  # e.g. the normalised value of black, per channel
+    far = torch.full((2, 1, 2, 2), 5.0)
+    out = bilinear_sample(images, far, fill=fill, fast=fast)
+    torch.testing.assert_close(out, fill.view(1, 3, 1, 1).expand(2, 3, 1, 2))
+    inside = torch.zeros(2, 1, 1, 2)
+    torch.testing.assert_close(bilinear_sample(images, inside, fill=fill, fast=fast), bilinear_sample(images, inside))
+    half_off = torch.tensor([[[[1.0, 0.0]]]]).expand(2, 1, 1, 2)  # x = +1 is the right edge: half the kernel off
+    expect = 0.5 * (images[:, :, 2, 4] + fill)
+    torch.testing.assert_close(bilinear_sample(images, half_off, fill=fill, fast=fast)[:, :, 0, 0], expect)
+
+
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_affine_grid_equals_torch_and_projective_reduces_to_it(align_corners):
+    theta = torch.randn(3, 2, 3, dtype=torch.float64)
+    ours = affine_grid(theta, (4, 6), align_corners=align_corners)
+    torch.testing.assert_close(ours, F.affine_grid(theta, [3, 1, 4, 6], align_corners=align_corners))
+    square = torch.cat([theta, torch.tensor([0.0, 0.0, 1.0], dtype=torch.float64).expand(3, 1, 3)], dim=1)
+    torch.testing.assert_close(projective_grid(square, (4, 6), align_corners=align_corners), ours)
+
+
+def test_projective_grid_at_the_horizon_is_finite():
+    theta = torch.tensor([[[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [1.0, 0.0, 0.0]]], requires_grad=True)  # z = x
+    grid = projective_grid(theta, (3, 3), align_corners=True)  # the middle column has z = 0
+    assert torch.isfinite(grid).all()
+    out = bilinear_sample(torch.rand(1, 1, 5, 5), grid, align_corners=True)
+    out.sum().backward()
+    assert torch.isfinite(theta.grad).all()
+
+
+def test_sampler_shape_errors():
+    images = torch.zeros(2, 1, 5, 5)
+    with pytest.raises(ValueError):
+        bilinear_sample(images, torch.zeros(2, 3, 3, 3))
+    with pytest.raises(ValueError):
+        bilinear_sample(images, torch.zeros(1, 3, 3, 2))
+    with pytest.raises(ValueError):
+        bilinear_sample(images, torch.zeros(2, 3, 3, 2), padding="reflection")
+    with pytest.raises(ValueError):
+        bilinear_sample(images, torch.zeros(2, 3, 3, 2), fill=torch.zeros(3))
+    with pytest.raises(ValueError):
+        affine_grid(torch.zeros(2, 3, 2), (3, 3))
+    with pytest.raises(ValueError):
+        projective_grid(torch.zeros(2, 2, 3), (3, 3))
