@@ -262,3 +262,25 @@ def test_shape_errors(change, message, fused):
     args.update({name: t for name, t in change.items() if name not in kwargs})
     with pytest.raises(ValueError, match=message):
         attend(args["query"], args["key"], args["value"], need_weights=not fused, fused=fused, **kwargs)
+
+
+def _sdpa_kernels(fn) -> set[str]:
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        fn()
+    return {e.key for e in prof.key_averages() if e.key.startswith("aten::_scaled_dot_product")}
+
+
+@pytest.mark.parametrize("shape", [(40, 8), (2, 40, 8), (2, 3, 40, 8), (2, 3, 2, 40, 8)])
+@pytest.mark.parametrize("masked", [False, True])
+def test_fused_path_avoids_the_math_kernel(shape, masked):
+    # SDPA runs its O(n m)-memory math kernel for anything but (batch, heads, n, d) inputs; attend
+    # must fold other layouts so that the fused path really is the memory-efficient one.
+    q = torch.randn(*shape)
+    four_d = torch.randn(2, 3, 40, 8)
+    flash = _sdpa_kernels(lambda: torch.nn.functional.scaled_dot_product_attention(four_d, four_d, four_d))
+    if "aten::_scaled_dot_product_attention_math" in flash:
+        pytest.skip("this torch build has no memory-efficient CPU kernel")
+    mask = (torch.rand(*shape[:-1], 40) < 0.7) if masked else None
+    kernels = _sdpa_kernels(lambda: attend(q, q, q, mask=mask, need_weights=False, fused=True))
+    assert kernels and "aten::_scaled_dot_product_attention_math" not in kernels
+    assert_close(attend(q, q, q, mask=mask, need_weights=False, fused=True).output, attend(q, q, q, mask=mask).output)

@@ -158,8 +158,24 @@ def _fused(query: Tensor, key: Tensor, value: Tensor, score: str, mask: Tensor |
     scale = {"dot": 1.0, "scaled_dot": None, "cosine": 1.0 / temperature}[score]
     if score == "cosine":
         query, key = _unit(query), _unit(key)
+    # SDPA's memory-efficient kernels take only (batch, heads, n, d) with equal batch and heads; any
+    # other layout silently runs its O(n m)-memory math kernel. So fold the broadcast leading dims
+    # into one batch dim with a single head (a view when nothing is broadcast) and unfold the output.
+    lead = torch.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
+    if mask is not None:
+        mask = mask.reshape(*([1] * max(2 - mask.dim(), 0)), *mask.shape)
+        lead = torch.broadcast_shapes(lead, mask.shape[:-2])
+        if any(size != 1 for size in mask.shape[:-2]):
+            mask = mask.expand(*lead, *mask.shape[-2:]).reshape(-1, 1, *mask.shape[-2:])
+        else:  # one mask for every batch element: no copy
+            mask = mask.reshape(1, 1, *mask.shape[-2:])
+
+    def fold(x: Tensor) -> Tensor:
+        return x.expand(*lead, *x.shape[-2:]).reshape(-1, 1, *x.shape[-2:])
+
     # Since torch 2.5 SDPA returns zeros (not NaN) for all-masked rows, matching masked_softmax.
-    return F.scaled_dot_product_attention(query, key, value, attn_mask=mask, scale=scale)
+    out = F.scaled_dot_product_attention(fold(query), fold(key), fold(value), attn_mask=mask, scale=scale)
+    return out.reshape(*lead, query.shape[-2], value.shape[-1])
 
 
 def _unit(x: Tensor, eps: float = 1e-8) -> Tensor:
