@@ -1,0 +1,398 @@
+"""DRAW: the deep recurrent attentive writer (seed 004, Gregor et al. 2015).
+
+A variational auto-encoder whose encoder and decoder are LSTMs that build the image on a canvas
+in ``T`` steps. Step ``t`` (seed 004's equations)::
+
+    x_hat_t   = x - sigmoid(c_{t-1})
+    r_t       = read(x, x_hat_t, h_dec_{t-1})
+    h_enc_t   = LSTM_enc(h_enc_{t-1}, [r_t, h_dec_{t-1}])
+    z_t       ~ Q(Z_t | h_enc_t) = N(mu_t, sigma_t),   mu_t, log sigma_t = W(h_enc_t)
+    h_dec_t   = LSTM_dec(h_dec_{t-1}, z_t)
+    c_t       = c_{t-1} + write(h_dec_t)
+
+With attention, ``read = gamma [F_Y x F_X^T, F_Y x_hat F_X^T]`` on an ``N x N`` Gaussian grid and
+``write = (1 / gamma~) F~_Y^T w_t F~_X`` with ``w_t = W(h_dec_t)``; each head's five parameters
+``(g~_X, g~_Y, log sigma^2, log delta~, log gamma)`` come from one linear layer on ``h_dec``.
+Without attention, ``read = [x, x_hat]`` and ``write = W(h_dec_t)``, a whole image.
+
+The loss is the negative evidence lower bound in nats, per image::
+
+    L = -log Bernoulli(x | sigmoid(c_T)) + sum_t KL(N(mu_t, sigma_t) || N(0, I))
+    KL_t = 1/2 sum_d (mu_td^2 + sigma_td^2 - log sigma_td^2 - 1)
+
+(the ``- 1`` is per latent dimension and per step, not ``-T/2`` once).
+
+Speed: the step does four dense matmuls and the two filterbank products. Every weight that
+multiplies the same hidden state is stacked into one matrix once per forward, so ``h_enc_t``
+gives ``(mu_t, log sigma_t)`` and the encoder's recurrent gates for step ``t + 1`` in one product,
+and ``h_dec_t`` gives the write patch, both heads' parameters, the decoder's recurrent gates and
+its contribution to the encoder's gates in one product. The filterbanks are built for the whole
+batch at once and ``x`` and ``x_hat`` share one pair of batched matmuls; all noise is drawn
+before the loop. Without attention, ``W x`` is computed once, not ``T`` times.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from foveal._checks import check_shape
+from foveal.glimpse.gaussian import draw_window, gaussian_read, gaussian_write
+from foveal.registry import MODELS
+
+LOG_LIMIT = 10.0
+"""Guard: the encoder's ``log sigma`` is clamped to ``[-LOG_LIMIT, LOG_LIMIT]`` so ``sigma^2`` can
+neither overflow nor reach zero (``e^20 ~ 5e8``). Inside the range the equations hold exactly;
+outside it the value stops (zero gradient), which training never needs to reach. The heads'
+``sigma^2, delta, gamma`` and the filterbank normaliser are guarded in
+:mod:`foveal.glimpse.gaussian` (clamped logs, a variance floor, ``eps`` in the row sums)."""
+
+
+def guard(value: Tensor, limit: float = LOG_LIMIT) -> Tensor:
+    """``value`` clamped to ``[-limit, limit]`` (see :data:`LOG_LIMIT`)."""
+    return value.clamp(-limit, limit)
+
+
+class DRAWOutput(NamedTuple):
+    """What :meth:`DRAW.forward` returns; the per-step fields are None unless ``return_steps``.
+
+    Shape:
+        - logits: ``(B, C, H, W)``, the final canvas ``c_T`` (Bernoulli logits)
+        - nll: ``(B,)``, ``-log p(x | z_{1:T})`` in nats
+        - kl: ``(B,)``, ``sum_t KL(Q(z_t) || N(0, I))`` in nats (closed form)
+        - log_weight: ``(B,)``, ``log p(x, z) - log q(z | x)`` at the sampled ``z`` (for IWAE)
+        - canvases: ``(T, B, C, H, W)``, ``c_1 .. c_T`` (logits)
+        - read_params, write_params: ``(T, B, 5)``, the raw head parameters
+          ``(g~_X, g~_Y, log sigma^2, log delta~, log gamma)`` (attention only)
+        - z: ``(T, B, Z)``, the sampled latents
+    """
+
+    logits: Tensor
+    nll: Tensor
+    kl: Tensor
+    log_weight: Tensor
+    canvases: Tensor | None = None
+    read_params: Tensor | None = None
+    write_params: Tensor | None = None
+    z: Tensor | None = None
+
+
+class Generation(NamedTuple):
+    """What :meth:`DRAW.generate` returns.
+
+    Shape:
+        - canvases: ``(T, n, C, H, W)``, ``c_1 .. c_T`` (logits; ``sigmoid`` gives the picture)
+        - write_params: ``(T, n, 5)`` raw write-head parameters, or None without attention
+    """
+
+    canvases: Tensor
+    write_params: Tensor | None
+
+
+class DRAW(nn.Module):
+    """DRAW with or without attention (see the module docstring for the equations).
+
+    Args:
+        image_size: ``(H, W)`` of the images.
+        channels: image channels ``C`` (the filterbanks are shared by the channels).
+        steps: ``T``, the number of drawing steps.
+        enc_size: hidden size of the encoder LSTM.
+        dec_size: hidden size of the decoder LSTM.
+        z_size: ``Z``, latent dimensions per step.
+        attention: True for the Gaussian read and write heads, False for whole-image ones.
+        read_size: ``N`` of the read grid (``N x N`` glimpse per channel and image).
+        write_size: ``N`` of the write grid.
+
+    Shape:
+        - x: ``(B, C, H, W)``, binary (0 or 1) values
+        - output: :class:`DRAWOutput`
+
+    Convention:
+        ``x`` is ``(rows, columns) = (y, x)``: seed 004's ``A x B`` image is ``W = A`` columns by
+        ``H = B`` rows, ``F_X`` is ``N x W`` and ``F_Y`` is ``N x H``. Filter centres are in
+        1-based pixel units (pixel ``a`` of a row has centre ``a`` for ``a = 1 .. W``), so
+        ``g~ = 0`` puts the grid's centre at ``((W + 1) / 2, (H + 1) / 2)``, the image centre.
+
+    Example:
+        >>> model = DRAW((8, 8), steps=3, enc_size=16, dec_size=16, z_size=4, read_size=2, write_size=3)
+        >>> x = (torch.rand(5, 1, 8, 8) > 0.5).float()
+        >>> out = model(x)
+        >>> out.logits.shape, out.nll.shape, out.kl.shape
+        (torch.Size([5, 1, 8, 8]), torch.Size([5]), torch.Size([5]))
+        >>> model.generate(2).canvases.shape
+        torch.Size([3, 2, 1, 8, 8])
+    """
+
+    def __init__(
+        self,
+        image_size: tuple[int, int] = (28, 28),
+        channels: int = 1,
+        *,
+        steps: int = 64,
+        enc_size: int = 256,
+        dec_size: int = 256,
+        z_size: int = 100,
+        attention: bool = True,
+        read_size: int = 2,
+        write_size: int = 5,
+    ) -> None:
+        super().__init__()
+        H, W = image_size
+        if min(H, W, channels, steps, enc_size, dec_size, z_size, read_size, write_size) < 1:
+            raise ValueError("DRAW: every size must be >= 1")
+        self.image_size = (H, W)
+        self.channels = channels
+        self.steps = steps
+        self.z_size = z_size
+        self.attention = attention
+        self.read_size = read_size
+        self.write_size = write_size
+        pixels = channels * H * W
+        read_dim = 2 * channels * read_size**2 if attention else 2 * pixels
+        write_dim = channels * write_size**2 if attention else pixels
+        self.read_dim = read_dim
+        self.encoder = nn.LSTMCell(read_dim + dec_size, enc_size)
+        self.decoder = nn.LSTMCell(z_size, dec_size)
+        self.latent = nn.Linear(enc_size, 2 * z_size)  # -> (mu, log sigma)
+        self.write_patch = nn.Linear(dec_size, write_dim)  # w_t (attention) or the whole write
+        if attention:
+            self.read_head = nn.Linear(dec_size, 5)
+            self.write_head = nn.Linear(dec_size, 5)
+            self._init_heads()
+
+    def _init_heads(self) -> None:
+        # Start both heads at the centre, sigma^2 = 1, delta~ = 1, gamma = 1 (all raw params 0)
+        # with small weights, so early steps see the whole image rather than a random corner.
+        for head in (self.read_head, self.write_head):
+            nn.init.normal_(head.weight, std=1e-3)
+            nn.init.zeros_(head.bias)
+
+    # -- the two heads --------------------------------------------------------------------------
+
+    def read(self, x: Tensor, x_hat: Tensor, params: Tensor | None) -> Tensor:
+        """``gamma [F_Y x F_X^T, F_Y x_hat F_X^T]`` flattened, or ``[x, x_hat]`` without attention.
+
+        Shape:
+            - x, x_hat: ``(B, C, H, W)``
+            - params: ``(B, 5)`` raw read-head parameters (ignored without attention)
+            - output: ``(B, 2 C N^2)`` or ``(B, 2 C H W)``
+        """
+        B = x.shape[0]
+        if not self.attention:
+            return torch.cat([x.reshape(B, -1), x_hat.reshape(B, -1)], dim=1)
+        # x and x_hat ride in one pair of batched products; dense (no window cut, no .item()): at
+        # DRAW's sizes the whole image is small, and the dense product is exact.
+        return gaussian_read(x, params, self.read_size, x_hat, truncate=False).output.reshape(B, -1)
+
+    def write(self, patch: Tensor, params: Tensor | None) -> Tensor:
+        """``(1 / gamma) F_Y^T w F_X`` with ``w`` the patch, or the patch itself without attention.
+
+        Shape:
+            - patch: ``(B, C N^2)`` or ``(B, C H W)``
+            - params: ``(B, 5)`` raw write-head parameters (ignored without attention)
+            - output: ``(B, C, H, W)``
+        """
+        B = patch.shape[0]
+        H, W = self.image_size
+        if not self.attention:
+            return patch.view(B, self.channels, H, W)
+        N = self.write_size
+        return gaussian_write(patch.view(B, self.channels, N, N), params, (H, W)).output
+
+    # -- the step, with the stacked weights -----------------------------------------------------
+
+    def _stacked(self) -> tuple[Tensor, Tensor, Tensor, Tensor, list[int]]:
+        """The weights that multiply ``h_enc_t`` and ``h_dec_t``, stacked (see the module docstring)."""
+        enc, dec = self.encoder, self.decoder
+        r = self.read_dim
+        # rows of W_enc: [latent (2Z) | encoder recurrent gates (4E)]
+        W_enc = torch.cat([self.latent.weight, enc.weight_hh])
+        b_enc = torch.cat([self.latent.bias, enc.bias_hh + enc.bias_ih])
+        # rows of W_dec: [write patch | write head (5) | read head (5) | encoder gates from h_dec (4E)
+        #                 | decoder recurrent gates (4D)]
+        heads_w = [self.write_head.weight, self.read_head.weight] if self.attention else []
+        heads_b = [self.write_head.bias, self.read_head.bias] if self.attention else []
+        W_dec = torch.cat([self.write_patch.weight, *heads_w, enc.weight_ih[:, r:], dec.weight_hh])
+        b_dec = torch.cat([self.write_patch.bias, *heads_b, torch.zeros_like(enc.bias_ih), dec.bias_hh + dec.bias_ih])
+        splits = [self.write_patch.out_features, *([5, 5] if self.attention else []), 4 * enc.hidden_size]
+        splits.append(4 * dec.hidden_size)
+        return W_enc, b_enc, W_dec, b_dec, splits
+
+    @staticmethod
+    def _lstm(gates: Tensor, cell: Tensor) -> tuple[Tensor, Tensor]:
+        i, f, g, o = gates.chunk(4, dim=1)  # nn.LSTMCell's gate order
+        cell = torch.sigmoid(f) * cell + torch.sigmoid(i) * torch.tanh(g)
+        return torch.sigmoid(o) * torch.tanh(cell), cell
+
+    def _split_dec(self, out: Tensor, splits: list[int]) -> tuple[Tensor, Tensor | None, Tensor | None, Tensor, Tensor]:
+        parts = out.split(splits, dim=1)
+        if self.attention:
+            patch, write_p, read_p, enc_from_dec, dec_rec = parts
+            return patch, write_p, read_p, enc_from_dec, dec_rec
+        patch, enc_from_dec, dec_rec = parts
+        return patch, None, None, enc_from_dec, dec_rec
+
+    def forward(
+        self,
+        x: Tensor,
+        *,
+        noise: Tensor | None = None,
+        generator: torch.Generator | None = None,
+        return_steps: bool = False,
+        check_binary: bool = True,
+    ) -> DRAWOutput:
+        """Encode and redraw ``x``; returns the loss terms (and the steps if asked).
+
+        Args:
+            x: binary images. Bernoulli likelihood is only a likelihood for 0/1 data: grey values
+                raise ``ValueError`` unless ``check_binary=False``.
+            noise: the standard-normal ``eps`` of every step (drawn if None), ``z_t = mu + sigma eps_t``.
+            generator: the random source for ``noise`` when it is drawn.
+            return_steps: also return every canvas, head parameters and latent.
+            check_binary: verify that ``x`` is 0/1.
+
+        Shape:
+            - x: ``(B, C, H, W)``
+            - noise: ``(T, B, Z)``
+        """
+        H, W = self.image_size
+        sizes = check_shape("x", x, ("B", self.channels, H, W))
+        B = sizes["B"]
+        if check_binary and ((x != 0) & (x != 1)).any():
+            raise ValueError(
+                "DRAW scores x with a Bernoulli likelihood, which needs binary (0/1) pixels: binarise the "
+                "data (foveal.data.binarize) or pass check_binary=False knowingly"
+            )
+        if noise is None:
+            noise = torch.randn(self.steps, B, self.z_size, generator=generator, device=x.device, dtype=x.dtype)
+        check_shape("noise", noise, (self.steps, B, self.z_size))
+
+        W_enc, b_enc, W_dec, b_dec, splits = self._stacked()
+        enc, Z = self.encoder, self.z_size
+        W_read = enc.weight_ih[:, : self.read_dim]
+        if not self.attention:  # [x, x_hat]: the x half of the encoder's input product is constant
+            pixels = self.channels * H * W
+            enc_from_x = F.linear(x.reshape(B, -1), W_read[:, :pixels])
+            W_read = W_read[:, pixels:]
+
+        c_enc = x.new_zeros(B, enc.hidden_size)
+        c_dec = x.new_zeros(B, self.decoder.hidden_size)
+        enc_out = b_enc.expand(B, -1)  # W_enc h_enc_0 + b with h_enc_0 = 0
+        dec_out = b_dec.expand(B, -1)  # W_dec h_dec_0 + b with h_dec_0 = 0
+        _, _, read_p, enc_from_dec, dec_rec = self._split_dec(dec_out, splits)
+        enc_rec = enc_out[:, 2 * Z :]
+        canvas = x.new_zeros(B, self.channels, H, W)
+        kl = x.new_zeros(B)
+        log_q_over_p = x.new_zeros(B)
+        steps: dict[str, list[Tensor]] = {"canvases": [], "read": [], "write": [], "z": []}
+
+        for t in range(self.steps):
+            x_hat = x - torch.sigmoid(canvas)
+            if self.attention:
+                gates = F.linear(self.read(x, x_hat, read_p), W_read)
+            else:
+                gates = enc_from_x + F.linear(x_hat.reshape(B, -1), W_read)
+            h_enc, c_enc = self._lstm(gates + enc_rec + enc_from_dec, c_enc)
+            enc_out = F.linear(h_enc, W_enc, b_enc)
+            mu, log_sigma = enc_out[:, :Z], guard(enc_out[:, Z : 2 * Z])
+            enc_rec = enc_out[:, 2 * Z :]
+            eps = noise[t]
+            sigma = torch.exp(log_sigma)
+            z = mu + sigma * eps
+            kl = kl + 0.5 * (mu.square() + sigma.square() - 2 * log_sigma - 1).sum(1)
+            # log q(z | x) - log p(z): the log(2 pi) terms cancel, (z - mu) / sigma = eps
+            log_q_over_p = log_q_over_p + (0.5 * (z.square() - eps.square()) - log_sigma).sum(1)
+
+            h_dec, c_dec = self._lstm(dec_rec + F.linear(z, self.decoder.weight_ih), c_dec)
+            patch, write_p, next_read_p, enc_from_dec, dec_rec = self._split_dec(F.linear(h_dec, W_dec, b_dec), splits)
+            canvas = canvas + self.write(patch, write_p)
+            if return_steps:
+                steps["canvases"].append(canvas)
+                steps["z"].append(z)
+                if self.attention:
+                    steps["read"].append(read_p)
+                    steps["write"].append(write_p)
+            read_p = next_read_p
+
+        nll = F.binary_cross_entropy_with_logits(canvas, x, reduction="none").flatten(1).sum(1)
+        log_weight = -nll - log_q_over_p
+        if not return_steps:
+            return DRAWOutput(canvas, nll, kl, log_weight)
+        stack = lambda key: torch.stack(steps[key]) if steps[key] else None  # noqa: E731
+        return DRAWOutput(canvas, nll, kl, log_weight, stack("canvases"), stack("read"), stack("write"), stack("z"))
+
+    @torch.no_grad()
+    def generate(self, n: int, *, z: Tensor | None = None, generator: torch.Generator | None = None) -> Generation:
+        """Draw ``n`` images from the prior: ``z_t ~ N(0, I)``, ``h_dec_t = LSTM_dec(h_dec_{t-1}, z_t)``.
+
+        Args:
+            n: how many images.
+            z: the latents of every step (drawn from ``N(0, I)`` if None).
+            generator: the random source for ``z``.
+
+        Shape:
+            - z: ``(T, n, Z)``
+            - output: :class:`Generation`, canvases ``(T, n, C, H, W)``
+        """
+        p = next(self.parameters())
+        H, W = self.image_size
+        if z is None:
+            z = torch.randn(self.steps, n, self.z_size, generator=generator, device=p.device, dtype=p.dtype)
+        check_shape("z", z, (self.steps, n, self.z_size))
+        h = p.new_zeros(n, self.decoder.hidden_size)
+        c = p.new_zeros(n, self.decoder.hidden_size)
+        canvas = p.new_zeros(n, self.channels, H, W)
+        canvases, write_params = [], []
+        for t in range(self.steps):
+            h, c = self.decoder(z[t], (h, c))
+            write_p = self.write_head(h) if self.attention else None
+            canvas = canvas + self.write(self.write_patch(h), write_p)
+            canvases.append(canvas)
+            write_params.append(write_p)
+        return Generation(torch.stack(canvases), torch.stack(write_params) if self.attention else None)
+
+    def box(self, params: Tensor, N: int) -> Tensor:
+        """The image region a head covers: ``(x0, y0, x1, y1)`` in 0-based pixel coordinates.
+
+        The box spans the grid's outer filter centres plus half a stride on each side,
+        ``g +- N delta / 2``, shifted by -1 from the 1-based filter coordinates.
+
+        Shape:
+            - params: ``(..., 5)`` raw head parameters
+            - output: ``(..., 4)``
+        """
+        lead = params.shape[:-1]
+        window = draw_window(params.reshape(-1, 5), self.image_size, N)
+        g_x, g_y = window.g_X - 1, window.g_Y - 1
+        half = N * window.delta / 2
+        return torch.stack([g_x - half, g_y - half, g_x + half, g_y + half], dim=-1).view(*lead, 4)
+
+    def negative_elbo(self, x: Tensor, **kwargs: object) -> Tensor:
+        """Mean over the batch of ``nll + kl``, in nats per image."""
+        out = self(x, **kwargs)
+        return (out.nll + out.kl).mean()
+
+    @torch.no_grad()
+    def iwae_nll(self, x: Tensor, k: int, *, generator: torch.Generator | None = None) -> Tensor:
+        """Importance-weighted NLL estimate per image: ``-log (1/k) sum_k exp(log p(x, z_k) - log q(z_k | x))``.
+
+        Its expectation is an upper bound on ``-log p(x)`` that tightens as ``k`` grows; with the
+        same samples it is never above their average ``-(log p(x, z) - log q(z | x))`` (Jensen).
+
+        Shape:
+            - x: ``(B, C, H, W)``
+            - output: ``(B,)``
+        """
+        B = x.shape[0]
+        log_w = self(x.repeat(k, 1, 1, 1), generator=generator).log_weight.view(k, B)
+        return -(torch.logsumexp(log_w, dim=0) - math.log(k))
+
+
+@MODELS.register("draw")
+def draw(**kwargs: object) -> DRAW:
+    """``DRAW(**kwargs)``, by name."""
+    return DRAW(**kwargs)  # type: ignore[arg-type]
