@@ -22,6 +22,18 @@ from foveal.attention import (
     set_fused_attention,
     unflatten_grid,
 )
+from foveal.glimpse import (
+    GaussianRead,
+    GaussianWrite,
+    SpatialTransformer,
+    bilinear_sample,
+    crop,
+    filterbank,
+    gaussian_glimpse,
+    gaussian_read,
+    gaussian_write,
+    stn_glimpse,
+)
 
 __version__ = "0.1.0"
 
@@ -46,4 +58,17 @@ __all__ = [
     "score_logits",
     "set_fused_attention",
     "unflatten_grid",
+]
+
+__all__ += [  # foveal.glimpse
+    "GaussianRead",
+    "GaussianWrite",
+    "SpatialTransformer",
+    "bilinear_sample",
+    "crop",
+    "filterbank",
+    "gaussian_glimpse",
+    "gaussian_read",
+    "gaussian_write",
+    "stn_glimpse",
 ]
