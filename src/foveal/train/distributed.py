@@ -47,7 +47,7 @@ def all_mean(values: dict[str, float]) -> dict[str, float]:
     """Average a dict of floats over ranks (identity in one process)."""
     if not (dist.is_available() and dist.is_initialized()) or not values:
         return values
-    keys = sorted(values)
+    keys = list(values)  # every rank logs the same names in the same order
     t = torch.tensor([values[k] for k in keys], dtype=torch.float64)
     if dist.get_backend() == "nccl":
         t = t.cuda()

@@ -1,0 +1,73 @@
+"""Atomic checkpoints, safe loading, RNG states as plain values, the seeded batch order."""
+
+import pickle
+import random
+
+import numpy as np
+import pytest
+import torch
+
+from foveal.train import StepBatchSampler, load, save_atomic
+from foveal.train.checkpoint import rng_state, set_rng_state
+
+
+class NotAllowed:
+    def __reduce__(self):
+        raise pickle.PicklingError("cannot pickle")
+
+
+class Custom:
+    pass
+
+
+def test_save_is_atomic_and_leaves_no_temp_file(tmp_path):
+    path = tmp_path / "c.pt"
+    save_atomic({"step": 1, "w": torch.ones(2)}, path)
+    with pytest.raises(pickle.PicklingError):
+        save_atomic({"step": 2, "bad": NotAllowed()}, path)
+    assert load(path)["step"] == 1  # the failed write left the old checkpoint intact
+    assert [p.name for p in tmp_path.iterdir()] == ["c.pt"]
+
+
+def test_load_refuses_arbitrary_objects(tmp_path):
+    torch.save({"obj": Custom()}, tmp_path / "evil.pt")
+    with pytest.raises(pickle.UnpicklingError):
+        load(tmp_path / "evil.pt")
+
+
+def test_rng_states_round_trip_through_a_safe_checkpoint(tmp_path):
+    torch.manual_seed(1)
+    np.random.seed(2)
+    random.seed(3)
+    np.random.standard_normal()  # leaves a cached gaussian in numpy's state
+    save_atomic({"rng": rng_state()}, tmp_path / "r.pt")
+    expected = (torch.rand(3), np.random.standard_normal(3), random.random())
+    torch.manual_seed(99), np.random.seed(99), random.seed(99)
+    set_rng_state(load(tmp_path / "r.pt")["rng"])
+    torch.testing.assert_close(torch.rand(3), expected[0])
+    np.testing.assert_array_equal(np.random.standard_normal(3), expected[1])
+    assert random.random() == expected[2]
+
+
+def _take(sampler, k):
+    it = iter(sampler)
+    return [next(it) for _ in range(k)]
+
+
+def test_batch_order_depends_only_on_seed_and_step():
+    full = _take(StepBatchSampler(20, 6, seed=3), 9)  # 3 batches per epoch, 2 left over each epoch
+    assert all(len(b) == 6 for b in full)
+    assert len({i for b in full[:3] for i in b}) == 18  # no repeats within an epoch
+    assert full[:3] != full[3:6]  # a new order each epoch
+    assert _take(StepBatchSampler(20, 6, seed=3, start_step=4), 5) == full[4:]
+    assert _take(StepBatchSampler(20, 6, seed=4), 3) != full[:3]
+
+
+def test_ranks_split_each_global_batch():
+    full = _take(StepBatchSampler(20, 6, seed=3), 4)
+    ranks = [_take(StepBatchSampler(20, 6, seed=3, rank=r, world_size=2), 4) for r in range(2)]
+    assert [a + b for a, b in zip(*ranks, strict=True)] == full
+    with pytest.raises(ValueError, match="divisible"):
+        StepBatchSampler(20, 5, seed=0, world_size=2)
+    with pytest.raises(ValueError, match=r"fewer than loop\.batch_size"):
+        StepBatchSampler(4, 5, seed=0)

@@ -1,0 +1,74 @@
+"""Optimiser choice, learning-rate schedules and gradient clipping."""
+
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from foveal.recipes.base import LoopConfig
+from foveal.train import build_optimizer, build_scheduler, clip_gradients, lr_factor
+
+
+@pytest.mark.parametrize(
+    ("name", "cls"), [("adam", torch.optim.Adam), ("adamw", torch.optim.AdamW), ("rmsprop", torch.optim.RMSprop)]
+)
+def test_optimizer_from_config(name, cls):
+    loop = LoopConfig(optimizer=name, lr=0.01, weight_decay=0.1, momentum=0.9, rmsprop_alpha=0.95)
+    opt = build_optimizer(nn.Linear(2, 2).parameters(), loop)
+    assert type(opt) is cls
+    assert opt.defaults["lr"] == 0.01 and opt.defaults["weight_decay"] == 0.1
+    if name == "rmsprop":
+        assert opt.defaults["momentum"] == 0.9 and opt.defaults["alpha"] == 0.95
+
+
+def test_rmsprop_momentum_changes_the_update():
+    def second_update(momentum):
+        p = nn.Parameter(torch.ones(1))
+        opt = build_optimizer([p], LoopConfig(optimizer="rmsprop", lr=0.1, momentum=momentum))
+        for _ in range(2):
+            p.grad = torch.ones(1)
+            before = p.detach().clone()
+            opt.step()
+        return (before - p.detach()).item()
+
+    assert second_update(0.9) > second_update(0.0) * 1.5
+
+
+def test_schedules_by_formula():
+    warm = LoopConfig(steps=100, warmup_steps=4)
+    assert [lr_factor(s, warm) for s in range(6)] == [0.25, 0.5, 0.75, 1.0, 1.0, 1.0]
+    cos = LoopConfig(steps=104, warmup_steps=4, schedule="cosine")
+    for s in (4, 30, 54, 80, 104):
+        assert lr_factor(s, cos) == pytest.approx(0.5 * (1 + math.cos(math.pi * (s - 4) / 100)))
+    step = LoopConfig(steps=100, schedule="step", step_size=10, gamma=0.5)
+    assert [lr_factor(s, step) for s in (0, 9, 10, 25)] == [1.0, 1.0, 0.5, 0.25]
+
+
+def test_scheduler_sets_the_optimizer_lr_each_step():
+    loop = LoopConfig(steps=10, lr=0.2, warmup_steps=2, schedule="cosine")
+    p = nn.Parameter(torch.zeros(1))
+    opt = build_optimizer([p], loop)
+    sched = build_scheduler(opt, loop)
+    seen = []
+    for _ in range(5):
+        seen.append(opt.param_groups[0]["lr"])
+        p.grad = torch.zeros(1)
+        opt.step()
+        sched.step()
+    assert seen == pytest.approx([0.2 * lr_factor(s, loop) for s in range(5)])
+
+
+def test_clipping_by_value_then_norm():
+    a, b = nn.Parameter(torch.zeros(2)), nn.Parameter(torch.zeros(1))
+    a.grad, b.grad = torch.tensor([5.0, -0.5]), torch.tensor([-3.0])
+    assert clip_gradients([a, b], LoopConfig()) is None
+    assert a.grad.tolist() == [5.0, -0.5]
+    clip_gradients([a, b], LoopConfig(clip_value=1.0))
+    assert a.grad.tolist() == [1.0, -0.5] and b.grad.tolist() == [-1.0]
+    norm = clip_gradients([a, b], LoopConfig(clip_norm=0.5))
+    assert norm == pytest.approx(1.5)
+    total = torch.linalg.vector_norm(torch.cat([a.grad, b.grad]))
+    assert total.item() == pytest.approx(0.5, rel=1e-5)
+    # Direction is kept by norm clipping.
+    assert a.grad[0] / b.grad[0] == pytest.approx(-1.0)
