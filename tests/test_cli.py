@@ -1,0 +1,108 @@
+"""The `foveal` command line on the `toy` recipe: list, train, eval, show, demo, bench, errors."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from foveal.cli import main
+from foveal.registry import FIGURES
+
+QUICK = ["--set", "loop.steps=30", "--set", "loop.eval_every=0", "--set", "loop.ckpt_every=10", "--set", "hidden=8"]
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    out = tmp_path_factory.mktemp("cli") / "toy-run"
+    assert main(["train", "toy", "--preset", "quick", *QUICK, "--seed", "3", "--out", str(out)]) == 0
+    return out
+
+
+def test_list_names_recipes_with_presets(capsys):
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    assert "toy" in out and "[presets: quick, full]" in out
+    assert "attention modules:" in out and "models:" in out and "figures:" in out
+
+
+def test_train_saves_the_resolved_config(run_dir):
+    record = json.loads((run_dir / "config.json").read_text())
+    assert (record["recipe"], record["preset"]) == ("toy", "quick")
+    assert record["config"]["seed"] == 3 and record["config"]["hidden"] == 8
+    assert record["config"]["loop"]["steps"] == 30
+    assert (run_dir / "checkpoint.pt").is_file() and (run_dir / "metrics.jsonl").is_file()
+
+
+def test_eval_prints_and_writes_metrics(run_dir, capsys):
+    assert main(["eval", str(run_dir)]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed == json.loads((run_dir / "eval.json").read_text())
+    assert set(printed) == {"loss", "acc"}
+    # The rebuilt model is the trained one: its eval matches what the loop measured at the end.
+    last_eval = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()][-1]
+    assert last_eval["split"] == "eval" and last_eval["acc"] == printed["acc"]
+
+
+def test_show_run_and_named_figure(run_dir, tmp_path, monkeypatch, capsys):
+    assert main(["show", str(run_dir)]) == 0
+    assert (run_dir / "figures" / "regions.png").stat().st_size > 0
+
+    def dot(out_dir):
+        path = out_dir / "dot.txt"
+        path.write_text("a figure")
+        return [path]
+
+    monkeypatch.setitem(FIGURES._entries, "test-dot", dot)
+    assert main(["show", "test-dot", "--out", str(tmp_path / "figs")]) == 0
+    assert (tmp_path / "figs" / "dot.txt").is_file()
+
+
+def test_resume_continues_and_refuses_a_changed_config(run_dir, capsys):
+    assert main(["train", "toy", "--out", str(run_dir), "--resume", "--set", "loop.steps=40"]) == 2
+    assert "differs from the saved one in" in capsys.readouterr().err  # no --preset: other defaults
+    args = ["train", "toy", "--preset", "quick", *QUICK, "--seed", "3", "--out", str(run_dir)]
+    assert main(args) == 2
+    assert "already holds a run" in capsys.readouterr().err
+    assert main([*args, "--resume", "--set", "loop.steps=40"]) == 0
+    assert json.loads((run_dir / "config.json").read_text())["config"]["loop"]["steps"] == 40
+
+
+def test_demo_pipeline_writes_a_report(tmp_path, capsys):
+    out = tmp_path / "demo"
+    assert main(["demo", "--recipe", "toy", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert f"report: {out / 'report.html'}" in printed and "wall time:" in printed
+    page = (out / "report.html").read_text()
+    assert page.count("data:image/png;base64,") == 2  # the loss curve and regions.png
+    assert "Final metrics" in page and "loop.steps" in page
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["train", "nope"], "unknown recipe 'nope'; choose from:"),
+        (["train", "toy", "--preset", "medium"], "unknown preset 'medium' for recipe 'toy'; choose from: full, quick"),
+        (["train", "toy", "--set", "loop.lrr=1"], "did you mean 'loop.lr'?"),
+        (["train", "toy", "--set", "loop.optimizer=sgd"], "choose from: adam, adamw, rmsprop"),
+        (["eval", "no/such/run"], "run directory 'no/such/run' does not exist"),
+        (["show", "no-such-figure"], "is neither a run directory nor a figure"),
+        (["bench", "no-such-bench"], "unknown benchmark 'no-such-bench'"),
+    ],
+)
+def test_user_errors_are_one_line(argv, message, capsys, tmp_path):
+    out = ["--out", str(tmp_path / "r")] if argv[0] == "train" else []
+    assert main(argv + out) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1 and err.startswith("foveal: error: ")
+
+
+def test_console_error_has_no_traceback(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-m", "foveal", "train", "toy", "--set", "loop.lr=fast", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2
+    assert done.stderr == "foveal: error: bad value 'fast' for loop.lr (--set); expected float\n"
