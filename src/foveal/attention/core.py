@@ -161,7 +161,9 @@ def _fused(query: Tensor, key: Tensor, value: Tensor, score: str, mask: Tensor |
     # SDPA's memory-efficient kernels take only (batch, heads, n, d) with equal batch and heads; any
     # other layout silently runs its O(n m)-memory math kernel. So fold the broadcast leading dims
     # into one batch dim with a single head (a view when nothing is broadcast) and unfold the output.
-    lead = torch.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
+    lead = query.shape[:-2]
+    if key.shape[:-2] != lead or value.shape[:-2] != lead:
+        lead = torch.broadcast_shapes(lead, key.shape[:-2], value.shape[:-2])
     if mask is not None:
         mask = mask.reshape(*([1] * max(2 - mask.dim(), 0)), *mask.shape)
         lead = torch.broadcast_shapes(lead, mask.shape[:-2])
@@ -171,7 +173,8 @@ def _fused(query: Tensor, key: Tensor, value: Tensor, score: str, mask: Tensor |
             mask = mask.reshape(1, 1, *mask.shape[-2:])
 
     def fold(x: Tensor) -> Tensor:
-        return x.expand(*lead, *x.shape[-2:]).reshape(-1, 1, *x.shape[-2:])
+        x = x if x.shape[:-2] == lead else x.expand(*lead, *x.shape[-2:])
+        return x.reshape(-1, 1, *x.shape[-2:])
 
     # Since torch 2.5 SDPA returns zeros (not NaN) for all-masked rows, matching masked_softmax.
     out = F.scaled_dot_product_attention(fold(query), fold(key), fold(value), attn_mask=mask, scale=scale)
