@@ -15,9 +15,10 @@ Timing: the candidates of one row are timed in interleaved rounds (so a burst of
 processes hits all of them alike) and each reports its fastest call: on a shared machine the
 minimum is the least disturbed estimate. Ratios, not absolute times, are the result.
 
-Peak memory: each (method, N) runs once in a fresh subprocess. It allocates its inputs, resets the
+Peak memory: each (method, N) runs in a fresh subprocess. After one warm-up call on tiny inputs
+(lazy imports and kernel set-up are not the call's memory) it allocates its inputs, resets the
 kernel's resident-set high-water mark (``echo 5 > /proc/self/clear_refs``), makes one call, and
-reports ``VmHWM - VmRSS before the call`` (after a warm-up call on tiny inputs): the extra resident memory the call needed at its peak,
+reports ``VmHWM - VmRSS before the call``: the extra resident memory the call needed at its peak,
 output included, everything the process touched counted (torch's allocator returns large blocks
 to the OS, so nothing hides in a cache). Linux only; elsewhere the column says n/a.
 """
