@@ -1,5 +1,14 @@
 """Attention operators and modules: pure torch, no training code."""
 
+from foveal.attention.channel import ChannelAttention, ChannelAttentionOutput, CrossLayerAttention, CrossLayerOutput
+from foveal.attention.coattention import (
+    AlternatingCoAttention,
+    CoAttentionOutput,
+    HopCoAttention,
+    ParallelCoAttention,
+)
+from foveal.attention.context import ContextOutput, GridBiLSTM, ResidualSelfAttention
+from foveal.attention.coords import AddCoords, add_coords, grid_coords
 from foveal.attention.core import (
     Additive,
     AttentionOutput,
@@ -11,6 +20,7 @@ from foveal.attention.core import (
     score_logits,
     set_fused_attention,
 )
+from foveal.attention.fusion import FusionOutput, TransformerFusion
 from foveal.attention.gate import GateOutput, gate
 from foveal.attention.grid import MapAttention, MapAttentionOutput, NonLocalBlock, flatten_grid, unflatten_grid
 from foveal.attention.multihead import Attention
@@ -18,22 +28,38 @@ from foveal.attention.spatial import SpatialAttention
 from foveal.attention.stacked import StackedAttention, StackedOutput
 
 __all__ = [
+    "AddCoords",
     "Additive",
+    "AlternatingCoAttention",
     "Attention",
     "AttentionOutput",
     "Bilinear",
+    "ChannelAttention",
+    "ChannelAttentionOutput",
+    "CoAttentionOutput",
+    "ContextOutput",
+    "CrossLayerAttention",
+    "CrossLayerOutput",
+    "FusionOutput",
     "GateOutput",
+    "GridBiLSTM",
+    "HopCoAttention",
     "MapAttention",
     "MapAttentionOutput",
     "NonLocalBlock",
+    "ParallelCoAttention",
+    "ResidualSelfAttention",
     "SpatialAttention",
     "StackedAttention",
     "StackedOutput",
+    "TransformerFusion",
+    "add_coords",
     "attend",
     "flatten_grid",
     "fused_attention",
     "fused_attention_enabled",
     "gate",
+    "grid_coords",
     "masked_softmax",
     "score_logits",
     "set_fused_attention",
