@@ -1,0 +1,280 @@
+"""The Recurrent Attention Model (Mnih, Heess, Graves and Kavukcuoglu 2014), hard and Gaussian.
+
+At each of ``T`` steps the model looks at the image through a glimpse at location ``l_t``, folds
+what it saw into a recurrent state, and decides where to look next; after the last step it
+classifies. The parts, in the paper's names:
+
+- glimpse sensor ``rho(x, l)``: ``k`` square patches centred at ``l``, of sides ``g, 2g, 4g, ...``,
+  each reduced to ``g x g`` (hard crops with :func:`~foveal.glimpse.crop` and average pooling;
+  or, in the differentiable variant, Gaussian filterbank reads with
+  :func:`~foveal.glimpse.gaussian_read` whose stride and width double from scale to scale);
+- glimpse network: ``g_t = ReLU(Linear(h_g) + Linear(h_l))`` with ``h_g = ReLU(Linear(rho))`` and
+  ``h_l = ReLU(Linear(l))``;
+- core network: ``h_t = ReLU(Linear(h_{t-1}) + Linear(g_t))`` (or an LSTM);
+- location network: a Gaussian policy ``l_{t+1} ~ N(tanh(Linear(h_t)), std^2)`` with a fixed
+  ``std``; in eval mode the mean is taken;
+- baseline network ``b_t = Linear(h_t)`` (on a detached state), trained by mean squared error to
+  predict the reward;
+- the classifier ``softmax(Linear(h_T))``.
+
+:func:`ram_loss` is the paper's hybrid loss: cross-entropy for the classifier, core and glimpse
+network, plus REINFORCE for the location network with reward ``R = 1`` if the class is right,
+advantage ``R - b_t``, and the baseline's squared error. With ``read="gaussian"`` every step is
+differentiable and the loss is the cross-entropy alone (no sampling, no REINFORCE).
+
+Convention:
+    Locations are normalised ``(x, y)`` in ``[-1, 1]``: ``(-1, -1)`` is the top-left corner of the
+    image, ``(1, 1)`` the bottom-right, ``(0, 0)`` its centre; in pixels the centre is at
+    ``((x + 1) W / 2, (y + 1) H / 2)`` with pixel ``j`` spanning ``[j, j + 1)``. Glimpse sides are
+    in input pixels. Images have a zero background, which the glimpses read outside the image.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal, NamedTuple
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from foveal._checks import check_shape
+from foveal.glimpse import crop, gaussian_read
+from foveal.registry import MODELS
+
+__all__ = ["RAM", "RAMOutput", "glimpse_sensor", "ram_loss"]
+
+Read = Literal["hard", "gaussian"]
+
+
+class RAMOutput(NamedTuple):
+    """What :class:`RAM` returns.
+
+    - ``logits``: ``(B, K)``, from the last state.
+    - ``locations``: ``(B, T, 2)``, the normalised ``(x, y)`` centre of each glimpse.
+    - ``extents``: ``(B, T)``, the side of each step's finest glimpse in input pixels.
+    - ``log_probs``: ``(B, T)``, ``log pi(l_t | h_{t-1})`` of the sampled locations (hard read in
+      training mode); None otherwise.
+    - ``baselines``: ``(B, T)``, ``b_t`` predicted from ``h_{t-1}``; None for the Gaussian read.
+    """
+
+    logits: Tensor
+    locations: Tensor
+    extents: Tensor
+    log_probs: Tensor | None = None
+    baselines: Tensor | None = None
+
+
+def glimpse_sensor(images: Tensor, locations: Tensor, size: int, scales: int) -> Tensor:
+    """The RAM glimpse sensor ``rho(x, l)``: ``scales`` hard crops of sides ``size * 2^i``, each pooled to ``size``.
+
+    Args:
+        images: the images.
+        locations: normalised ``(x, y)`` centres (see the module's ``Convention``).
+        size: ``g``, the side of the finest patch and of every returned patch.
+        scales: ``k``, the number of patches.
+
+    Shape:
+        - images: ``(B, C, H, W)``
+        - locations: ``(B, 2)``
+        - output: ``(B, scales * C, size, size)``, finest scale first
+
+    Example:
+        >>> img = torch.arange(64.0).view(1, 1, 8, 8)
+        >>> out = glimpse_sensor(img, torch.zeros(1, 2), 2, 2)
+        >>> out[0, 0].tolist(), out[0, 1].tolist()  # 2x2 at the centre, then 4x4 pooled to 2x2
+        ([[27.0, 28.0], [35.0, 36.0]], [[22.5, 24.5], [38.5, 40.5]])
+    """
+    sizes = check_shape("images", images, ("B", "C", "H", "W"))
+    check_shape("locations", locations, ("B", 2), sizes)
+    H, W = images.shape[-2:]
+    centre = (locations.detach() + 1) / 2 * torch.tensor([W, H], dtype=locations.dtype, device=locations.device)
+    patches = []
+    for i in range(scales):
+        side = size * 2**i
+        corner = torch.round(centre - side / 2)
+        patch = crop(images, corner, (side, side))
+        patches.append(F.avg_pool2d(patch, 2**i) if i else patch)
+    return torch.cat(patches, dim=1)
+
+
+class RAM(nn.Module):
+    """The Recurrent Attention Model; ``read="hard"`` (REINFORCE) or ``"gaussian"`` (backprop only).
+
+    Args:
+        in_channels: channels of the images.
+        in_size: side of the (square) input; sets the Gaussian read's initial zoom.
+        classes: number of classes.
+        steps: ``T``, the number of glimpses.
+        glimpse: ``g``, side of each glimpse patch in pixels (and of the Gaussian read's ``N x N``).
+        scales: ``k``, patches per glimpse, each twice the side of the previous.
+        glimpse_hidden, location_hidden: widths of ``h_g`` and ``h_l``.
+        hidden: width of ``g_t`` and of the core state ``h_t``.
+        core: ``"rnn"`` (the paper's rectifier core) or ``"lstm"``.
+        std: the location policy's fixed standard deviation (normalised units).
+        read: ``"hard"`` crops or ``"gaussian"`` filterbank reads.
+
+    Shape:
+        - images: ``(B, in_channels, in_size, in_size)``
+        - output: :class:`RAMOutput` (``T = steps``)
+
+    Convention:
+        See the module docstring. The first location is drawn from the policy at the zero state,
+        so it is learned like the others.
+
+    Example:
+        >>> model = RAM(1, in_size=60, steps=4)
+        >>> out = model(torch.rand(2, 1, 60, 60))
+        >>> out.logits.shape, out.locations.shape, out.log_probs.shape
+        (torch.Size([2, 10]), torch.Size([2, 4, 2]), torch.Size([2, 4]))
+    """
+
+    def __init__(
+        self,
+        in_channels: int = 1,
+        *,
+        in_size: int = 60,
+        classes: int = 10,
+        steps: int = 6,
+        glimpse: int = 12,
+        scales: int = 3,
+        glimpse_hidden: int = 128,
+        location_hidden: int = 128,
+        hidden: int = 256,
+        core: Literal["rnn", "lstm"] = "rnn",
+        std: float = 0.15,
+        read: Read = "hard",
+    ) -> None:
+        super().__init__()
+        if read not in ("hard", "gaussian"):
+            raise ValueError(f"read: expected 'hard' or 'gaussian', got {read!r}")
+        if core not in ("rnn", "lstm"):
+            raise ValueError(f"core: expected 'rnn' or 'lstm', got {core!r}")
+        self.in_channels, self.in_size = in_channels, in_size
+        self.steps, self.glimpse, self.scales = steps, glimpse, scales
+        self.hidden, self.std, self.read, self.core_kind = hidden, std, read, core
+        # Where: the hard read's (x, y); the Gaussian read's (g~_X, g~_Y, log sigma^2, log delta~).
+        where = 2 if read == "hard" else 4
+        self.glimpse_what = nn.Linear(scales * in_channels * glimpse * glimpse, glimpse_hidden)
+        self.glimpse_where = nn.Linear(where, location_hidden)
+        self.glimpse_out_what = nn.Linear(glimpse_hidden, hidden)
+        self.glimpse_out_where = nn.Linear(location_hidden, hidden)
+        self.core = nn.RNNCell(hidden, hidden, nonlinearity="relu") if core == "rnn" else nn.LSTMCell(hidden, hidden)
+        self.locator = nn.Linear(hidden, where)
+        self.classifier = nn.Linear(hidden, classes)
+        if read == "hard":
+            self.baseline = nn.Linear(hidden, 1)
+        else:
+            # Start where the hard read starts: centred, finest scale g pixels wide with a stride of one
+            # pixel (DRAW: delta = (A - 1) / (N - 1) delta~) and sigma of half a stride.
+            with torch.no_grad():
+                self.locator.weight.mul_(0.1)
+                delta_tilde = (glimpse - 1) / max(in_size - 1, 1)
+                self.locator.bias.copy_(torch.tensor([0.0, 0.0, math.log(0.25), math.log(delta_tilde)]))
+
+    def _state(self, batch: int, images: Tensor) -> tuple[Tensor, ...]:
+        zeros = images.new_zeros(batch, self.hidden)
+        return (zeros,) if self.core_kind == "rnn" else (zeros, zeros.clone())
+
+    def _look(self, images: Tensor, where: Tensor) -> tuple[Tensor, Tensor]:
+        """The glimpse ``rho`` at ``where`` and the side of its finest patch in pixels, ``(B,)``."""
+        if self.read == "hard":
+            extent = torch.full_like(where[:, 0], float(self.glimpse))
+            return glimpse_sensor(images, where, self.glimpse, self.scales), extent
+        ln2 = math.log(2.0)
+        reads = []
+        for i in range(self.scales):
+            # Scale i: stride and sigma 2^i times the finest's, the same centre; gamma = 1.
+            step = torch.tensor([0.0, 0.0, 2 * i * ln2, i * ln2], dtype=where.dtype, device=where.device)
+            params = torch.cat([where + step, torch.zeros_like(where[:, :1])], dim=-1)
+            reads.append(gaussian_read(images, params, self.glimpse).output)
+        _, _, _, log_delta_t = where.unbind(-1)
+        delta = (self.in_size - 1) / max(self.glimpse - 1, 1) * log_delta_t.clamp(max=20.0).exp()
+        return torch.cat(reads, dim=1), self.glimpse * delta
+
+    def forward(self, images: Tensor, *, generator: torch.Generator | None = None) -> RAMOutput:
+        check_shape("images", images, (None, self.in_channels, self.in_size, self.in_size))
+        B = images.shape[0]
+        state = self._state(B, images)
+        sample = self.read == "hard" and self.training
+        locations, extents, log_probs, baselines = [], [], [], []
+        for _ in range(self.steps):
+            h = state[0]
+            if self.read == "hard":
+                mean = torch.tanh(self.locator(h))
+                baselines.append(self.baseline(h.detach()).squeeze(-1))
+                if sample:
+                    noise = torch.randn(mean.shape, generator=generator, device=mean.device, dtype=mean.dtype)
+                    drawn = (mean + self.std * noise).detach()
+                    log_probs.append(torch.distributions.Normal(mean, self.std).log_prob(drawn).sum(-1))
+                    where = drawn.clamp(-1.0, 1.0)
+                else:
+                    where = mean
+                centre = where
+            else:
+                where = self.locator(h)
+                # DRAW's g~ = -1..1 spans pixels 0..A+1 (1-based): the normalised centre to within half a pixel.
+                centre = where[:, :2]
+            rho, extent = self._look(images, where)
+            g = F.relu(
+                self.glimpse_out_what(F.relu(self.glimpse_what(rho.flatten(1))))
+                + self.glimpse_out_where(F.relu(self.glimpse_where(where)))
+            )
+            state = (self.core(g, state[0]),) if self.core_kind == "rnn" else self.core(g, state)
+            locations.append(centre)
+            extents.append(extent)
+        return RAMOutput(
+            logits=self.classifier(state[0]),
+            locations=torch.stack(locations, dim=1),
+            extents=torch.stack(extents, dim=1),
+            log_probs=torch.stack(log_probs, dim=1) if log_probs else None,
+            baselines=torch.stack(baselines, dim=1) if baselines else None,
+        )
+
+    def example_inputs(self, batch: int, generator: torch.Generator) -> tuple[Tensor]:
+        return (torch.rand(batch, self.in_channels, self.in_size, self.in_size, generator=generator),)
+
+
+def ram_loss(output: RAMOutput, labels: Tensor, *, reinforce_weight: float = 1.0) -> tuple[Tensor, dict[str, float]]:
+    """The RAM paper's hybrid loss: ``CE + w * REINFORCE + MSE(baseline, reward)``.
+
+    ``REINFORCE = -mean_b sum_t log pi(l_t) (R - b_t)`` with the advantage held constant (no gradient
+    through the baseline into the policy) and ``R = 1[argmax logits = label]``. Without sampled
+    locations (the Gaussian read, or eval mode) it is the cross-entropy alone.
+
+    Args:
+        output: what :class:`RAM` returned.
+        labels: the true classes.
+        reinforce_weight: ``w``.
+
+    Shape:
+        - labels: ``(B,)`` int64
+
+    Returns:
+        ``(loss, metrics)`` with metrics ``ce``, ``acc`` and, with sampling, ``reward``,
+        ``reinforce`` and ``baseline_mse``.
+
+    Example:
+        >>> model = RAM(1, in_size=28, steps=2, glimpse=8, scales=2)
+        >>> loss, metrics = ram_loss(model(torch.rand(3, 1, 28, 28)), torch.tensor([0, 1, 2]))
+        >>> sorted(metrics)
+        ['acc', 'baseline_mse', 'ce', 'reinforce', 'reward']
+    """
+    check_shape("labels", labels, (output.logits.shape[0],))
+    ce = F.cross_entropy(output.logits, labels)
+    correct = (output.logits.argmax(-1) == labels).float()
+    metrics = {"ce": ce.item(), "acc": correct.mean().item()}
+    if output.log_probs is None or output.baselines is None:
+        return ce, metrics
+    reward = correct[:, None].expand_as(output.baselines)
+    advantage = (reward - output.baselines).detach()
+    reinforce = -(output.log_probs * advantage).sum(1).mean()
+    baseline_mse = F.mse_loss(output.baselines, reward)
+    metrics.update(reward=correct.mean().item(), reinforce=reinforce.item(), baseline_mse=baseline_mse.item())
+    return ce + reinforce_weight * reinforce + baseline_mse, metrics
+
+
+@MODELS.register("ram")
+def ram(in_channels: int = 1, **kwargs: object) -> RAM:
+    """``RAM(in_channels, **kwargs)``, by name (``read="hard"`` or ``"gaussian"``)."""
+    return RAM(in_channels, **kwargs)  # type: ignore[arg-type]

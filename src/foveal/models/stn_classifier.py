@@ -1,0 +1,277 @@
+"""Image classifiers with and without a spatial transformer (Jaderberg et al. 2015, seed 004).
+
+- :class:`CNN`: two 5 x 5 conv + max-pool stages and a fully connected head. Its head sees
+  *where* things are (no global pooling), which is why a transformer in front of it can help.
+- :class:`STCNN`: the same CNN preceded by a :class:`~foveal.glimpse.SpatialTransformer` whose
+  small localisation net regresses the transform from the input (``affine``, ``no_shear``,
+  ``attention`` or ``projective``) and starts at the identity.
+- :class:`GlimpseCNN`: the RAM paper's convolutional baseline (one layer of 8 10 x 10 filters
+  with stride 5, 256 rectified units, softmax).
+
+Every classifier returns a :class:`ClassifierOutput` ``(logits, theta, transformed)``; the plain
+CNNs give ``None`` for the last two.
+
+Convention:
+    Images are ``(B, C, H, W)`` with a zero background (Fashion-MNIST's and MNIST's raw [0, 1]
+    scale), so the transformer's zero padding reads background. ``theta`` maps the transformer's
+    output grid to the input in normalised ``[-1, 1]`` coordinates, ``x`` first,
+    ``align_corners=False`` (see :mod:`foveal.glimpse.transformer`).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+from torch import Tensor, nn
+
+from foveal._checks import check_shape
+from foveal.glimpse.transformer import IDENTITY, SpatialTransformer, Transform
+from foveal.registry import MODELS
+
+__all__ = ["CNN", "STCNN", "ClassifierOutput", "GlimpseCNN", "localization_net", "transform_box"]
+
+
+class ClassifierOutput(NamedTuple):
+    """What every classifier here returns.
+
+    ``logits`` ``(B, K)``; ``theta`` ``(B, 2, 3)`` (``(B, 3, 3)`` projective) or None;
+    ``transformed``: the transformer's output ``(B, C, h, w)`` or None.
+    """
+
+    logits: Tensor
+    theta: Tensor | None = None
+    transformed: Tensor | None = None
+
+
+def _pooled(size: int, stages: int) -> int:
+    for _ in range(stages):
+        size //= 2
+    return size
+
+
+class CNN(nn.Module):
+    """conv(5x5, w) - ReLU - maxpool 2 - conv(5x5, 2w) - ReLU - maxpool 2 - FC(hidden) - ReLU - FC(classes).
+
+    Args:
+        in_channels: channels of the input images.
+        in_size: side of the (square) input; fixes the first fully connected layer's width.
+        classes: number of classes.
+        width: channels of the first conv layer (the second has twice as many).
+        hidden: units of the hidden fully connected layer.
+        dropout: dropout before the last layer.
+
+    Shape:
+        - images: ``(B, in_channels, in_size, in_size)``
+        - logits: ``(B, classes)``
+
+    Example:
+        >>> CNN(1, in_size=28)(torch.rand(2, 1, 28, 28)).logits.shape
+        torch.Size([2, 10])
+    """
+
+    def __init__(
+        self,
+        in_channels: int = 1,
+        *,
+        in_size: int = 28,
+        classes: int = 10,
+        width: int = 16,
+        hidden: int = 128,
+        dropout: float = 0.0,
+    ) -> None:
+        super().__init__()
+        self.in_channels, self.in_size = in_channels, in_size
+        side = _pooled(in_size, 2)
+        if side < 1:
+            raise ValueError(f"in_size: expected at least 4 pixels, got {in_size}")
+        self.features = nn.Sequential(
+            nn.Conv2d(in_channels, width, 5, padding=2),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Conv2d(width, 2 * width, 5, padding=2),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+        )
+        self.head = nn.Sequential(
+            nn.Flatten(),
+            nn.Linear(2 * width * side * side, hidden),
+            nn.ReLU(),
+            nn.Dropout(dropout),
+            nn.Linear(hidden, classes),
+        )
+
+    def forward(self, images: Tensor) -> ClassifierOutput:
+        check_shape("images", images, (None, self.in_channels, self.in_size, self.in_size))
+        return ClassifierOutput(self.head(self.features(images)))
+
+    def example_inputs(self, batch: int, generator: torch.Generator) -> tuple[Tensor]:
+        return (torch.rand(batch, self.in_channels, self.in_size, self.in_size, generator=generator),)
+
+
+def localization_net(in_channels: int, n_params: int, *, width: int = 8, hidden: int = 32) -> nn.Sequential:
+    """A small localisation net: pool, two conv stages, a 4 x 4 average pool, two linear layers.
+
+    The average pool to 4 x 4 makes it work for any input size (28, 42, 60, ...); its last
+    ``nn.Linear`` outputs the transform's ``n_params`` and is set to the identity by
+    :class:`~foveal.glimpse.SpatialTransformer`.
+
+    Shape:
+        - input: ``(B, in_channels, H, W)`` with ``H, W >= 8``
+        - output: ``(B, n_params)``
+    """
+    return nn.Sequential(
+        nn.MaxPool2d(2),
+        nn.Conv2d(in_channels, width, 5, padding=2),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(width, 2 * width, 5, padding=2),
+        nn.ReLU(),
+        nn.AdaptiveAvgPool2d(4),
+        nn.Flatten(),
+        nn.Linear(2 * width * 16, hidden),
+        nn.ReLU(),
+        nn.Linear(hidden, n_params),
+    )
+
+
+class STCNN(nn.Module):
+    """A spatial transformer, then :class:`CNN` on its output (the STN paper's ST-CNN).
+
+    Args:
+        in_channels: channels of the input images.
+        in_size: side of the input.
+        out_size: side of the transformer's output, which the CNN classifies (default: ``in_size``).
+            Smaller than ``in_size`` lets the transformer zoom into a large canvas at the CNN's cost.
+        classes, width, hidden, dropout: as in :class:`CNN`.
+        transform: ``"affine"``, ``"no_shear"``, ``"attention"`` or ``"projective"``.
+        loc_width, loc_hidden: sizes of the localisation net (:func:`localization_net`).
+
+    Shape:
+        - images: ``(B, in_channels, in_size, in_size)``
+        - logits: ``(B, classes)``; theta: ``(B, 2, 3)`` (``(B, 3, 3)`` projective)
+        - transformed: ``(B, in_channels, out_size, out_size)``
+
+    Convention:
+        See the module docstring: ``theta`` maps output to input, normalised, ``x`` first. At
+        initialisation ``theta`` is the identity (the transformer passes the image through).
+
+    Example:
+        >>> model = STCNN(1, in_size=42, out_size=28, transform="attention")
+        >>> logits, theta, seen = model(torch.rand(2, 1, 42, 42))
+        >>> logits.shape, theta.shape, seen.shape
+        (torch.Size([2, 10]), torch.Size([2, 2, 3]), torch.Size([2, 1, 28, 28]))
+    """
+
+    def __init__(
+        self,
+        in_channels: int = 1,
+        *,
+        in_size: int = 28,
+        out_size: int | None = None,
+        classes: int = 10,
+        width: int = 16,
+        hidden: int = 128,
+        dropout: float = 0.0,
+        transform: Transform = "affine",
+        loc_width: int = 8,
+        loc_hidden: int = 32,
+    ) -> None:
+        super().__init__()
+        if transform not in IDENTITY:
+            raise ValueError(f"transform: expected one of {tuple(IDENTITY)}, got {transform!r}")
+        self.in_channels, self.in_size = in_channels, in_size
+        out_size = out_size or in_size
+        localization = localization_net(in_channels, len(IDENTITY[transform]), width=loc_width, hidden=loc_hidden)
+        self.transformer = SpatialTransformer(localization, (out_size, out_size), transform=transform)
+        self.cnn = CNN(in_channels, in_size=out_size, classes=classes, width=width, hidden=hidden, dropout=dropout)
+
+    def forward(self, images: Tensor) -> ClassifierOutput:
+        check_shape("images", images, (None, self.in_channels, self.in_size, self.in_size))
+        transformed, theta, _ = self.transformer(images)
+        return ClassifierOutput(self.cnn(transformed).logits, theta, transformed)
+
+    def example_inputs(self, batch: int, generator: torch.Generator) -> tuple[Tensor]:
+        return (torch.rand(batch, self.in_channels, self.in_size, self.in_size, generator=generator),)
+
+
+class GlimpseCNN(nn.Module):
+    """The RAM paper's convolutional baseline: conv(10x10, 8 filters, stride 5) - ReLU - FC(256) - ReLU - FC.
+
+    Shape:
+        - images: ``(B, in_channels, in_size, in_size)``
+        - logits: ``(B, classes)``
+
+    Example:
+        >>> GlimpseCNN(1, in_size=60)(torch.rand(2, 1, 60, 60)).logits.shape
+        torch.Size([2, 10])
+    """
+
+    def __init__(
+        self, in_channels: int = 1, *, in_size: int = 60, classes: int = 10, filters: int = 8, hidden: int = 256
+    ) -> None:
+        super().__init__()
+        self.in_channels, self.in_size = in_channels, in_size
+        side = (in_size - 10) // 5 + 1
+        self.net = nn.Sequential(
+            nn.Conv2d(in_channels, filters, 10, stride=5),
+            nn.ReLU(),
+            nn.Flatten(),
+            nn.Linear(filters * side * side, hidden),
+            nn.ReLU(),
+            nn.Linear(hidden, classes),
+        )
+
+    def forward(self, images: Tensor) -> ClassifierOutput:
+        check_shape("images", images, (None, self.in_channels, self.in_size, self.in_size))
+        return ClassifierOutput(self.net(images))
+
+    def example_inputs(self, batch: int, generator: torch.Generator) -> tuple[Tensor]:
+        return (torch.rand(batch, self.in_channels, self.in_size, self.in_size, generator=generator),)
+
+
+def transform_box(theta: Tensor, in_size: tuple[int, int]) -> Tensor:
+    """Where the transformer's output square lands in the input: its four corners, in input pixels.
+
+    Args:
+        theta: ``(B, 2, 3)`` affine or ``(B, 3, 3)`` projective, output -> input, normalised.
+        in_size: ``(H, W)`` of the input.
+
+    Shape:
+        - output: ``(B, 5, 2)``, the corners as ``(x, y)`` pixel coordinates (0-based, continuous:
+          pixel ``j`` spans ``[j - 0.5, j + 0.5]``), closed (the first corner repeated last) so a
+          plot draws the outline in one call.
+
+    Convention:
+        ``align_corners=False``: normalised -1 and +1 are the outer edges of the border pixels,
+        i.e. pixel coordinates -0.5 and ``W - 0.5``.
+
+    Example:
+        >>> transform_box(torch.eye(2, 3)[None], (28, 28))[0, :4].tolist()
+        [[-0.5, -0.5], [27.5, -0.5], [27.5, 27.5], [-0.5, 27.5]]
+    """
+    corners = torch.tensor([[-1.0, -1.0], [1.0, -1.0], [1.0, 1.0], [-1.0, 1.0], [-1.0, -1.0]], dtype=theta.dtype)
+    points = torch.cat([corners, torch.ones(5, 1, dtype=theta.dtype)], -1) @ theta.transpose(1, 2)  # (B, 5, 2|3)
+    if theta.shape[1] == 3:
+        points = points[..., :2] / points[..., 2:].clamp(min=1e-6)
+    H, W = in_size
+    scale = torch.tensor([W / 2, H / 2], dtype=theta.dtype)
+    return (points + 1) * scale - 0.5
+
+
+@MODELS.register("cnn")
+def cnn(in_channels: int = 1, **kwargs: object) -> CNN:
+    """``CNN(in_channels, **kwargs)``, by name."""
+    return CNN(in_channels, **kwargs)  # type: ignore[arg-type]
+
+
+@MODELS.register("stcnn")
+def stcnn(in_channels: int = 1, **kwargs: object) -> STCNN:
+    """``STCNN(in_channels, **kwargs)``, by name."""
+    return STCNN(in_channels, **kwargs)  # type: ignore[arg-type]
+
+
+@MODELS.register("glimpse-cnn")
+def glimpse_cnn(in_channels: int = 1, **kwargs: object) -> GlimpseCNN:
+    """``GlimpseCNN(in_channels, **kwargs)``, by name (the RAM paper's conv baseline)."""
+    return GlimpseCNN(in_channels, **kwargs)  # type: ignore[arg-type]
