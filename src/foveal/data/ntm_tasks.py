@@ -31,12 +31,12 @@ reproducible), and :class:`SequenceSet` is a fixed set of single sequences for e
 from __future__ import annotations
 
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 from torch.utils.data import Dataset
 
 
@@ -272,11 +272,45 @@ def batch_seed(seed: int, indices: Sequence[int]) -> int:
     return zlib.crc32(key.encode())
 
 
+class Curriculum(nn.Module):
+    """An adaptive curriculum: the level goes up by one each time the model masters the current one.
+
+    The running mean of the training batches' bit error rate (wrong bits / target bits) is kept;
+    when it drops below ``threshold`` the level rises (up to ``n_levels - 1``) and the running mean
+    restarts at ``3 * threshold``, so each level must be earned afresh. Level and running mean are
+    buffers: they live in the model's ``state_dict`` and resume with its checkpoint. What a level
+    means (a longer sequence, more items) is up to the recipe.
+
+    Example:
+        >>> c = Curriculum(3, threshold=0.1, decay=0.0)
+        >>> c.update(0.5); c.update(0.05); int(c.level)
+        1
+        >>> c.update(0.0); c.update(0.0); int(c.level)
+        2
+    """
+
+    def __init__(self, n_levels: int, *, threshold: float = 0.01, decay: float = 0.9) -> None:
+        super().__init__()
+        if n_levels < 1:
+            raise ValueError(f"a curriculum needs at least one level, got {n_levels}")
+        self.n_levels, self.threshold, self.decay = n_levels, threshold, decay
+        self.register_buffer("level", torch.zeros((), dtype=torch.long))
+        self.register_buffer("error", torch.tensor(0.5))
+
+    @torch.no_grad()
+    def update(self, error_rate: float) -> None:
+        self.error.mul_(self.decay).add_((1 - self.decay) * error_rate)
+        if self.error < self.threshold and self.level < self.n_levels - 1:
+            self.level += 1
+            self.error.fill_(3 * self.threshold)
+
+
 class TaskDataset(Dataset):
     """Training data: item ``i`` is just ``i``; :meth:`collate` draws the whole batch from its seed.
 
     So a ``DataLoader(ds, batch_size, collate_fn=ds.collate)`` yields :class:`NTMBatch` es whose
     sequences share one length, reproducibly for the same indices, with or without shuffling.
+    ``task`` may be a function returning the task to draw from now (a curriculum's current level).
 
     Example:
         >>> ds = TaskDataset(Copy(), size=64, seed=0)
@@ -285,7 +319,7 @@ class TaskDataset(Dataset):
         (3, True)
     """
 
-    def __init__(self, task: NTMTask, size: int, seed: int = 0) -> None:
+    def __init__(self, task: NTMTask | Callable[[], NTMTask], size: int, seed: int = 0) -> None:
         self.task, self.size, self.seed = task, size, seed
 
     def __len__(self) -> int:
@@ -298,7 +332,8 @@ class TaskDataset(Dataset):
 
     def collate(self, indices: Sequence[int]) -> NTMBatch:
         generator = torch.Generator().manual_seed(batch_seed(self.seed, indices))
-        return self.task.sample(len(indices), generator)
+        task = self.task() if callable(self.task) else self.task
+        return task.sample(len(indices), generator)
 
 
 class SequenceSet(Dataset):
@@ -315,6 +350,7 @@ class SequenceSet(Dataset):
 
     def __init__(self, task: NTMTask, size: int, seed: int = 0, **sample_kwargs: int) -> None:
         self.task, self.size, self.seed, self.sample_kwargs = task, size, seed, sample_kwargs
+        self._batches: dict[int, list[NTMBatch]] = {}
 
     def __len__(self) -> int:
         return self.size
@@ -326,7 +362,9 @@ class SequenceSet(Dataset):
         return self.task.sample(1, generator, **self.sample_kwargs)
 
     def batches(self, max_batch: int = 250) -> list[NTMBatch]:
-        """All sequences, grouped into batches of equal shape (at most ``max_batch`` each)."""
+        """All sequences, grouped into batches of equal shape (at most ``max_batch`` each); cached."""
+        if max_batch in self._batches:
+            return self._batches[max_batch]
         groups: dict[tuple[tuple[int, ...], tuple[int, ...]], list[NTMBatch]] = {}
         for i in range(self.size):
             item = self[i]
@@ -336,6 +374,7 @@ class SequenceSet(Dataset):
             for start in range(0, len(items), max_batch):
                 chunk = items[start : start + max_batch]
                 out.append(NTMBatch(torch.cat([b.inputs for b in chunk]), torch.cat([b.targets for b in chunk])))
+        self._batches[max_batch] = out
         return out
 
 

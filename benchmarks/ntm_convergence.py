@@ -1,0 +1,110 @@
+"""Sequences and time until an NTM recipe's model is below a wrong-bits target, for several seeds.
+
+Trains exactly as ``foveal train RECIPE`` does (the recipe's Task: loss, collate, curriculum;
+the loop's optimiser and clipping), but checks the evaluation set (the task's full range, 1,000
+sequences by default) every ``--check-every`` steps once the curriculum has reached its last
+level, and stops at the first check below ``--target`` wrong bits per sequence.
+
+Reported per seed: steps, sequences seen, training wall time and CPU time (checks excluded; the
+checks' own time is printed too), and the final evaluation (with generalisation lengths). Wall
+time depends on how busy the machine is; CPU time (one thread) much less so.
+
+    python benchmarks/ntm_convergence.py ntm-copy --seeds 0 1 2 3 4 --budget 180
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+
+import torch
+
+from foveal.recipes.config import resolve_config
+from foveal.runs import get_recipe
+from foveal.train import evaluate
+from foveal.train.loop import seed_everything
+from foveal.train.optim import build_optimizer, clip_gradients
+from foveal.train.sampler import StepBatchSampler
+
+
+def converge(recipe_name: str, seed: int, preset: str | None, sets: dict[str, str], args: argparse.Namespace) -> dict:
+    recipe = get_recipe(recipe_name)
+    config = resolve_config(recipe, preset, None, sets, seed, args.threads)
+    seed_everything(config.seed)
+    task = recipe.build(config)
+    model, loop = task.model, config.loop
+    optimizer = build_optimizer(model.parameters(), loop)
+    batches = iter(StepBatchSampler(len(task.train_set), loop.batch_size, config.seed))
+    curriculum = getattr(model, "curriculum", None)
+    extras, task.eval_set.extras = task.eval_set.extras, {}  # checks score the main set only
+    seed_everything(config.seed)
+    train_wall = train_cpu = check_wall = 0.0
+    step, metrics, nan = 0, {}, False
+    while step < args.max_steps and train_wall < args.budget:
+        w0, c0 = time.perf_counter(), time.process_time()
+        batch = task.collate(next(batches))
+        loss, _ = task.loss(model, batch)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        clip_gradients(model.parameters(), loop)
+        optimizer.step()
+        step += 1
+        train_wall += time.perf_counter() - w0
+        train_cpu += time.process_time() - c0
+        if not math.isfinite(loss.item()):
+            nan = True
+            break
+        top = curriculum is None or int(curriculum.level) == curriculum.n_levels - 1
+        if top and step % args.check_every == 0:
+            w0 = time.perf_counter()
+            metrics = evaluate(task, model)
+            check_wall += time.perf_counter() - w0
+            seen = step * loop.batch_size
+            print(f"  seed {seed} step {step} seqs {seen} wall {train_wall:.0f}s bits {metrics['bits']:.3f}")
+            if metrics["bits"] < args.target:
+                break
+    converged = bool(metrics) and metrics["bits"] < args.target
+    if converged and extras:  # the generalisation sets, once, at the end
+        task.eval_set.extras = extras
+        metrics = evaluate(task, model)
+    return {
+        "recipe": recipe_name,
+        "seed": seed,
+        "converged": converged,
+        "nan": nan,
+        "steps": step,
+        "sequences": step * loop.batch_size,
+        "train_wall_s": round(train_wall, 1),
+        "train_cpu_s": round(train_cpu, 1),
+        "check_wall_s": round(check_wall, 1),
+        **{k: round(v, 4) for k, v in metrics.items()},
+    }
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("recipe")
+    p.add_argument("--preset")
+    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--seeds", type=int, nargs="+", default=[0])
+    p.add_argument("--target", type=float, default=0.1, help="wrong bits per sequence (default 0.1)")
+    p.add_argument("--budget", type=float, default=180.0, help="training wall seconds per seed")
+    p.add_argument("--max-steps", type=int, default=100_000)
+    p.add_argument("--check-every", type=int, default=50)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--json", help="append one JSON line per seed to this file")
+    args = p.parse_args()
+    torch.set_num_threads(args.threads)
+    sets = dict(s.split("=", 1) for s in args.sets)
+    for seed in args.seeds:
+        result = converge(args.recipe, seed, args.preset, sets, args)
+        print(json.dumps(result), flush=True)
+        if args.json:
+            with open(args.json, "a") as f:
+                f.write(json.dumps(result) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,318 @@
+"""``ntm-copy``, ``ntm-repeat-copy``, ``ntm-recall``, ``ntm-sort``: the NTM paper's tasks (sec. 4).
+
+Paper sizes by default (LSTM controller of 100 units, memory 128 x 20, one read and one write
+head, 8-bit vectors). Where the paper trains with RMSprop (lr 1e-4, momentum 0.9) on one
+sequence at a time, these recipes use what converges fastest on a CPU: Adam (lr 3e-3), batches of
+32 sequences of one length, gradient-norm clipping at 10, the constant memory initialisation
+(Collier & Beel 2018) and an adaptive curriculum on length (:class:`foveal.data.ntm_tasks.Curriculum`):
+training starts on short sequences and the maximum length rises each time the running bit error
+rate falls below 1%. Evaluation always uses the task's full range. See docs/ntm.md for results.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch.utils.data import Dataset
+
+from foveal.data.ntm_tasks import (
+    AssociativeRecall,
+    Copy,
+    Curriculum,
+    NTMBatch,
+    NTMTask,
+    PrioritySort,
+    RepeatCopy,
+    SequenceSet,
+    TaskDataset,
+    output_phase,
+    wrong_bits,
+)
+from foveal.models.ntm import NTM
+from foveal.recipes.base import LoopConfig, Recipe, RunConfig, Task
+from foveal.registry import RECIPES
+
+TRAIN_SET_SIZE = 100_000  # item indices only; every batch is drawn afresh from its own seed
+
+
+def _loop(steps: int) -> LoopConfig:
+    return LoopConfig(steps=steps, batch_size=32, lr=3e-3, clip_norm=10.0, eval_every=0, ckpt_every=500, log_every=50)
+
+
+@dataclass
+class NTMConfig(RunConfig):
+    """The model and evaluation settings shared by every NTM recipe."""
+
+    controller: str = "lstm"  # lstm | feedforward
+    controller_size: int = 100
+    n_rows: int = 128
+    n_cols: int = 20
+    n_read_heads: int = 1
+    n_write_heads: int = 1
+    n_shifts: int = 3
+    memory_init: str = "constant"  # constant | learned | random
+    initial_state: str = "learned"  # learned | constant
+    curriculum: bool = True
+    curriculum_threshold: float = 0.01  # raise the level when the running bit error rate is below this
+    n_eval: int = 1000  # sequences in the evaluation set (the task's full range)
+    eval_seed: int = 12345  # the evaluation set does not change with the training seed
+
+
+@dataclass
+class CopyConfig(NTMConfig):
+    width: int = 8
+    min_len: int = 1
+    max_len: int = 20
+    curriculum_start: int = 4  # the first level's maximum length; each level adds curriculum_step
+    curriculum_step: int = 2
+    generalise_lengths: tuple[int, ...] = (40, 60)  # lengths beyond training, evaluated separately
+    n_eval_long: int = 200  # sequences per generalisation length
+    loop: LoopConfig = field(default_factory=lambda: _loop(2000))
+
+
+@dataclass
+class RepeatCopyConfig(NTMConfig):
+    width: int = 8
+    min_len: int = 1
+    max_len: int = 10
+    min_repeats: int = 1
+    max_repeats: int = 10
+    curriculum_start: int = 2  # first level: length and repeats up to 2; each level adds 1 to both
+    loop: LoopConfig = field(default_factory=lambda: _loop(6000))
+
+
+@dataclass
+class RecallConfig(NTMConfig):
+    width: int = 6
+    item_len: int = 3
+    min_items: int = 2
+    max_items: int = 6
+    curriculum_start: int = 2  # first level: 2 items; each level adds one
+    loop: LoopConfig = field(default_factory=lambda: _loop(6000))
+
+
+@dataclass
+class SortConfig(NTMConfig):
+    width: int = 8
+    n_in: int = 20
+    n_out: int = 16
+    curriculum_start: int = 4  # first level: sort 4 vectors; each level adds 4 (n_out keeps the ratio)
+    curriculum_step: int = 4
+    loop: LoopConfig = field(default_factory=lambda: _loop(10000))
+
+
+# ---- the tasks of each curriculum level -------------------------------------------------------
+
+
+def _levels(config: NTMConfig, recipe: str) -> list[NTMTask]:
+    """Every curriculum level's task, easiest first; the last is the task itself."""
+    if recipe == "ntm-copy":
+        c: Any = config
+        top = Copy(c.width, c.min_len, c.max_len)
+        starts = range(min(c.curriculum_start, c.max_len), c.max_len, c.curriculum_step)
+        return [Copy(c.width, c.min_len, m) for m in starts] + [top]
+    if recipe == "ntm-repeat-copy":
+        c = config
+        top = RepeatCopy(c.width, c.min_len, c.max_len, c.min_repeats, c.max_repeats)
+        grow = range(c.curriculum_start, max(c.max_len, c.max_repeats))
+        levels = [RepeatCopy(c.width, c.min_len, min(n, c.max_len), c.min_repeats, min(n, c.max_repeats)) for n in grow]
+        return [*levels, top]
+    if recipe == "ntm-recall":
+        c = config
+        top = AssociativeRecall(c.width, c.item_len, c.min_items, c.max_items)
+        grow = range(max(c.curriculum_start, c.min_items), c.max_items)
+        return [AssociativeRecall(c.width, c.item_len, c.min_items, n) for n in grow] + [top]
+    if recipe == "ntm-sort":
+        c = config
+        top = PrioritySort(c.width, c.n_in, c.n_out)
+        grow = range(c.curriculum_start, c.n_in, c.curriculum_step)
+        return [PrioritySort(c.width, n, max(1, round(n * c.n_out / c.n_in))) for n in grow] + [top]
+    raise ValueError(f"unknown NTM recipe {recipe!r}")
+
+
+# ---- loss, evaluation, pictures ---------------------------------------------------------------
+
+
+def _curriculum(model: nn.Module) -> Curriculum | None:
+    return getattr(getattr(model, "module", model), "curriculum", None)
+
+
+def _loss(model: nn.Module, batch: NTMBatch) -> tuple[Tensor, dict[str, float]]:
+    logits = output_phase(model(batch.inputs).logits, batch.targets)
+    loss = F.binary_cross_entropy_with_logits(logits, batch.targets)
+    wrong = wrong_bits(logits, batch.targets)
+    metrics = {"bits": wrong.mean().item(), "length": float(batch.inputs.shape[1])}
+    curriculum = _curriculum(model)
+    if curriculum is not None:
+        curriculum.update(wrong.sum().item() / batch.targets.numel())
+        metrics["level"] = float(curriculum.level)
+    return loss, metrics
+
+
+class NTMEvalSet(Dataset):
+    """The evaluation sets of a recipe: ``main`` (the task's full range) and named extras.
+
+    Indexing reaches ``main``; :func:`evaluate` scores every set.
+    """
+
+    def __init__(self, main: SequenceSet, extras: dict[str, SequenceSet] | None = None) -> None:
+        self.main, self.extras = main, extras or {}
+
+    def __len__(self) -> int:
+        return len(self.main)
+
+    def __getitem__(self, index: int) -> NTMBatch:
+        return self.main[index]
+
+
+def score(model: nn.Module, sequences: SequenceSet) -> dict[str, float]:
+    """Wrong bits per sequence, BCE per bit (nats) and cost per sequence (bits) over ``sequences``."""
+    device = next(model.parameters()).device
+    wrong, bce, count, n_bits = 0.0, 0.0, 0, 0
+    for batch in sequences.batches():
+        inputs, targets = batch.inputs.to(device), batch.targets.to(device)
+        logits = output_phase(model(inputs).logits, targets)
+        wrong += wrong_bits(logits, targets).sum().item()
+        bce += F.binary_cross_entropy_with_logits(logits, targets, reduction="sum").item()
+        count += targets.shape[0]
+        n_bits += targets.numel()
+    return {"bits": wrong / count, "bce": bce / n_bits, "cost": bce / count / torch.log(torch.tensor(2.0)).item()}
+
+
+def _evaluate(model: nn.Module, dataset: Dataset) -> dict[str, float]:
+    assert isinstance(dataset, NTMEvalSet)
+    metrics = score(model, dataset.main)
+    for name, sequences in dataset.extras.items():
+        metrics |= {f"{k}_{name}": v for k, v in score(model, sequences).items() if k in ("bits", "cost")}
+    curriculum = _curriculum(model)
+    if curriculum is not None:
+        metrics["level"] = float(curriculum.level)
+    return metrics
+
+
+def _show_examples(dataset: NTMEvalSet) -> dict[str, NTMBatch]:
+    """The sequences drawn by ``show``: the longest of the main set, and one per extra set."""
+    task = dataset.main.task
+    kwargs: dict[str, dict[str, int]] = {
+        "Copy": {"length": getattr(task, "max_len", 0)},
+        "RepeatCopy": {"length": getattr(task, "max_len", 0) // 2 or 1, "repeats": 3},
+        "AssociativeRecall": {"n_items": getattr(task, "max_items", 0)},
+        "PrioritySort": {},
+    }
+    generator = torch.Generator().manual_seed(dataset.main.seed)
+    examples = {"example": task.sample(1, generator, **kwargs[type(task).__name__])}
+    for name, sequences in dataset.extras.items():
+        examples[name] = sequences[0]
+    return examples
+
+
+def _show(model: nn.Module, dataset: Dataset, figures_dir: Path) -> list[Path]:
+    from foveal.viz.ntm import plot_ntm
+
+    assert isinstance(dataset, NTMEvalSet)
+    device = next(model.parameters()).device
+    paths = []
+    for name, batch in _show_examples(dataset).items():
+        with torch.no_grad():
+            out = model(batch.inputs.to(device), record=True)
+        wrong = wrong_bits(out.logits, batch.targets.to(device)).item()
+        title = f"{type(dataset.main.task).__name__}: {name}, T = {batch.inputs.shape[1]}, {wrong:.0f} wrong bits"
+        paths.append(
+            plot_ntm(
+                batch.inputs[0],
+                torch.sigmoid(out.logits[0]).cpu(),
+                batch.targets[0],
+                out.write_weights[0].sum(1).cpu(),
+                out.read_weights[0].sum(1).cpu(),
+                out.memory[0, -1].cpu(),
+                figures_dir / f"ntm-{name}.png",
+                title,
+            )
+        )
+    return paths
+
+
+# ---- build ------------------------------------------------------------------------------------
+
+
+def _build(config: NTMConfig, recipe: str) -> Task:
+    levels = _levels(config, recipe)
+    top = levels[-1]
+    model = NTM(
+        top.input_size,
+        top.output_size,
+        controller=config.controller,
+        controller_size=config.controller_size,
+        n_rows=config.n_rows,
+        n_cols=config.n_cols,
+        n_read_heads=config.n_read_heads,
+        n_write_heads=config.n_write_heads,
+        n_shifts=config.n_shifts,
+        memory_init=config.memory_init,
+        initial_state=config.initial_state,
+    )
+    if config.curriculum and len(levels) > 1:
+        curriculum = Curriculum(len(levels), threshold=config.curriculum_threshold)
+        model.curriculum = curriculum  # its level is a buffer: saved and resumed with the model
+
+        def current() -> NTMTask:
+            return levels[int(curriculum.level)]
+
+        train_set = TaskDataset(current, TRAIN_SET_SIZE, seed=config.seed)
+    else:
+        train_set = TaskDataset(top, TRAIN_SET_SIZE, seed=config.seed)
+    extras = {}
+    for length in getattr(config, "generalise_lengths", ()):
+        extras[f"len{length}"] = SequenceSet(top, config.n_eval_long, config.eval_seed + length, length=length)
+    eval_set = NTMEvalSet(SequenceSet(top, config.n_eval, config.eval_seed), extras)
+    return Task(model, train_set, _loss, eval_set=eval_set, evaluate=_evaluate, collate=train_set.collate, show=_show)
+
+
+def _register(name: str, description: str, config: type[NTMConfig], presets: dict[str, dict[str, Any]]) -> None:
+    def build(c: NTMConfig) -> Task:
+        return _build(c, name)
+
+    RECIPES.register(name)(Recipe(name, description, config, build, presets))
+
+
+_register(
+    "ntm-copy",
+    "NTM copy task (paper sec. 4.1): lengths 1-20, generalisation to 40 and 60",
+    CopyConfig,
+    {
+        "quick": {"loop.steps": 1200, "n_eval": 500, "generalise_lengths": (40,), "n_eval_long": 100},
+        "full": {"loop.steps": 5000, "generalise_lengths": (40, 60, 80, 120), "n_eval_long": 1000},
+    },
+)
+_register(
+    "ntm-repeat-copy",
+    "NTM repeat copy (paper sec. 4.2): lengths 1-10, 1-10 repeats",
+    RepeatCopyConfig,
+    {
+        "quick": {"loop.steps": 1000, "max_len": 5, "max_repeats": 5, "n_eval": 200},
+        "full": {"loop.steps": 20000},
+    },
+)
+_register(
+    "ntm-recall",
+    "NTM associative recall (paper sec. 4.3): 2-6 items of 3 six-bit vectors",
+    RecallConfig,
+    {
+        "quick": {"loop.steps": 1000, "max_items": 3, "n_eval": 200},
+        "full": {"loop.steps": 20000},
+    },
+)
+_register(
+    "ntm-sort",
+    "NTM priority sort (paper sec. 4.5): the top 16 of 20 vectors by priority",
+    SortConfig,
+    {
+        "quick": {"loop.steps": 1000, "n_in": 8, "n_out": 6, "n_eval": 200},
+        "full": {"loop.steps": 30000, "n_read_heads": 5, "n_write_heads": 5},
+    },
+)

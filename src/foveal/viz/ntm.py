@@ -1,0 +1,110 @@
+"""Pictures of a Neural Turing Machine at work, laid out like the NTM paper's figures 6-12.
+
+Top row: the input sequence and the target next to the network's output (time runs left to
+right, one row per channel). Middle row: the write and the read weightings over time (one row per
+memory location; the paper's "location-based" diagonal lines for copy). Bottom row: the memory
+after the last step, and the read weightings' mass per location. Only the memory locations that
+any head touched are drawn, so a 128-row memory used for 20 steps is readable.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+
+def used_rows(*weightings: Tensor, threshold: float = 0.01, margin: int = 2) -> slice:
+    """The span of memory rows where any weighting exceeds ``threshold`` (plus a margin).
+
+    Shape:
+        - each weighting: ``(T, R)``
+
+    Example:
+        >>> w = torch.zeros(4, 10); w[1, 3] = w[2, 5] = 1.0
+        >>> used_rows(w, margin=1)
+        slice(2, 7, None)
+    """
+    mass = torch.stack([w.amax(dim=0) for w in weightings]).amax(dim=0)
+    rows = (mass > threshold).nonzero().flatten()
+    if rows.numel() == 0:
+        return slice(0, mass.numel())
+    return slice(max(0, int(rows.min()) - margin), min(mass.numel(), int(rows.max()) + 1 + margin))
+
+
+def plot_ntm(
+    inputs: Tensor,
+    outputs: Tensor,
+    targets: Tensor,
+    write_weights: Tensor,
+    read_weights: Tensor,
+    memory: Tensor,
+    path: str | Path,
+    title: str = "",
+) -> Path:
+    """Draw one sequence's inputs, outputs, targets, weightings and final memory to ``path`` (PNG).
+
+    Args:
+        inputs: the input vectors.
+        outputs: the output bits (sigmoid of the logits), every step.
+        targets: the target of the last ``T_out`` steps.
+        write_weights: the write head weighting of every step (sum the heads beforehand).
+        read_weights: the read head weighting of every step (sum the heads beforehand).
+        memory: the memory after the last step.
+        path: the PNG to write.
+        title: the figure's title.
+
+    Shape:
+        - inputs: ``(T, I)``; outputs: ``(T, O)``; targets: ``(T_out, O)``
+        - write_weights, read_weights: ``(T, R)``; memory: ``(R, C)``
+
+    Convention:
+        Images are drawn with time on the x axis (left to right) and channels or memory
+        locations on the y axis (top to bottom), as in the NTM paper.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    T = inputs.shape[0]
+    padded = torch.full((T, targets.shape[1]), float("nan"))
+    padded[T - targets.shape[0] :] = targets
+    rows = used_rows(write_weights, read_weights)
+
+    fig, axes = plt.subplots(3, 2, figsize=(10, 7.5), gridspec_kw={"height_ratios": [1, 2, 2]})
+    panels = [
+        (axes[0, 0], inputs.T, "inputs", "channel", "Greys"),
+        (axes[0, 1], torch.cat([padded.T, outputs.T], dim=0), "targets (top) and outputs (bottom)", "channel", "Greys"),
+        (axes[1, 0], write_weights[:, rows].T, "write weightings", "location", "Greys"),
+        (axes[1, 1], read_weights[:, rows].T, "read weightings", "location", "Greys"),
+        (axes[2, 0], memory[rows], "memory after the last step", "location", "RdBu_r"),
+    ]
+    for ax, image, name, ylabel, cmap in panels:
+        limits = {"vmin": 0, "vmax": 1} if cmap == "Greys" else {}
+        ax.imshow(image.detach().cpu().numpy(), aspect="auto", interpolation="nearest", cmap=cmap, **limits)
+        ax.set_title(name, fontsize=9)
+        ax.set_ylabel(ylabel, fontsize=8)
+        ax.tick_params(labelsize=7)
+    axes[0, 1].axhline(targets.shape[1] - 0.5, color="tab:red", linewidth=0.8)
+    for ax in axes[:2].flat:
+        ax.set_xlabel("time", fontsize=8)
+    axes[2, 0].set_xlabel("column", fontsize=8)
+    offset = rows.start
+    for ax in (axes[1, 0], axes[1, 1], axes[2, 0]):
+        ticks = ax.get_yticks()
+        ax.set_yticks(ticks[(ticks >= 0) & (ticks < rows.stop - offset)])
+        ax.set_yticklabels([str(int(t) + offset) for t in ax.get_yticks()])
+    axes[2, 1].barh(range(rows.stop - rows.start), read_weights[:, rows].sum(0).cpu().numpy(), color="tab:blue")
+    axes[2, 1].invert_yaxis()
+    axes[2, 1].set_title("read weight summed over time", fontsize=9)
+    axes[2, 1].tick_params(labelsize=7)
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+    return path

@@ -1,0 +1,75 @@
+"""The four NTM recipes: they build, train a few steps through the loop, evaluate, draw; copy converges."""
+
+import json
+
+import pytest
+import torch
+
+from foveal.data.ntm_tasks import Copy, Curriculum
+from foveal.recipes.config import resolve_config
+from foveal.runs import get_recipe, start_run
+
+NAMES = ["ntm-copy", "ntm-repeat-copy", "ntm-recall", "ntm-sort"]
+TINY = {"controller_size": "16", "n_rows": "16", "n_cols": "6", "n_eval": "8", "loop.batch_size": "4"}
+
+
+def build(name, preset="quick", **sets):
+    recipe = get_recipe(name)
+    config = resolve_config(recipe, preset, None, {**TINY, **sets}, 0, 1)
+    return recipe, config, recipe.build(config)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_recipe_builds_and_one_step_learns_something(name):
+    _, _, task = build(name)
+    batch = task.collate(list(range(4)))
+    loss, metrics = task.loss(task.model, batch)
+    loss.backward()
+    assert torch.isfinite(loss) and {"bits", "length"} <= metrics.keys()
+    assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in task.model.parameters())
+    with torch.no_grad():
+        scores = task.evaluate(task.model.eval(), task.eval_set)
+    assert {"bits", "bce", "cost"} <= scores.keys() and all(v == v for v in scores.values())
+
+
+def test_curriculum_starts_short_and_its_level_is_saved_with_the_model():
+    _, config, task = build("ntm-copy", preset=None)
+    assert isinstance(task.model.curriculum, Curriculum)
+    assert task.collate(list(range(4))).targets.shape[1] <= config.curriculum_start
+    task.model.curriculum.level.fill_(task.model.curriculum.n_levels - 1)
+    lengths = {task.collate([i, i + 1]).targets.shape[1] for i in range(0, 200, 2)}
+    assert max(lengths) > config.curriculum_start  # the last level reaches the full range
+    assert int(task.model.state_dict()["curriculum.level"]) == task.model.curriculum.n_levels - 1
+
+
+def test_curriculum_off_uses_the_full_range():
+    _, _, task = build("ntm-copy", preset=None, curriculum="false")
+    assert not hasattr(task.model, "curriculum")
+    assert max(task.collate([i, i + 1]).targets.shape[1] for i in range(0, 200, 2)) > 10
+
+
+def test_copy_train_eval_show_through_the_cli_functions(tmp_path):
+    from foveal.runs import show_run
+
+    sets = {**TINY, "loop.steps": "3", "generalise_lengths": "12", "n_eval_long": "2", "loop.log_every": "1"}
+    run_dir, metrics = start_run("ntm-copy", "quick", None, sets, 0, 1, tmp_path / "run")
+    assert {"bits", "bits_len12", "cost_len12"} <= metrics.keys()
+    paths = show_run(run_dir)
+    assert {p.name for p in paths} == {"ntm-example.png", "ntm-len12.png"}
+    assert all(p.stat().st_size > 1000 for p in paths)
+    logged = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert any("level" in str(entry) for entry in logged)
+
+
+def test_eval_set_is_the_full_range_whatever_the_curriculum():
+    _, _, task = build("ntm-copy", preset=None, n_eval="300")
+    assert isinstance(task.eval_set.main.task, Copy) and task.eval_set.main.task.max_len == 20
+    assert max(b.targets.shape[1] for b in task.eval_set.main.batches()) == 20
+
+
+@pytest.mark.slow
+def test_copy_quick_preset_converges(tmp_path):
+    # The quick preset's promise: below 0.1 wrong bits per sequence on lengths 1-20 (500 sequences).
+    _, metrics = start_run("ntm-copy", "quick", None, {}, 0, 1, tmp_path / "run")
+    assert metrics["bits"] < 0.1
+    assert metrics["bits_len40"] < 1.0
