@@ -216,3 +216,15 @@ def test_bad_options_raise() -> None:
         HopCoAttention(8, hops=0)
     with pytest.raises(ValueError, match="unknown pool"):
         ParallelCoAttention(8, pool="mean")
+
+
+def test_default_question_vector_is_the_mean_of_the_real_words_and_finite_without_any() -> None:
+    co = _randomised(HopCoAttention(D, hops=1, k_dim=3))
+    V, Q, mask, _ = _inputs(lengths=(5, 2))
+    mean_of_real = torch.stack([Q[b, mask[b]].mean(0) for b in range(2)])
+    torch.testing.assert_close(co(V, Q, mask).output, co(V, Q, mask, mean_of_real).output)
+    Q = Q.clone().requires_grad_(True)
+    out = co(V, Q, torch.zeros_like(mask))  # no real word: v_Q = 0, not 0 / 0
+    assert all(torch.isfinite(t).all() for t in out if t is not None)
+    out.output.sum().backward()
+    assert torch.isfinite(Q.grad).all()
