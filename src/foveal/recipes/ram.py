@@ -94,7 +94,7 @@ def show_glimpses(model: nn.Module, dataset: Dataset, figures_dir: Path, names: 
     colours = plt.cm.plasma([t / max(T - 1, 1) for t in range(T)])
     fig, axes = plt.subplots(1, 6, figsize=(13, 2.6))
     for j, ax in enumerate(axes):
-        ax.imshow(images[j, 0].cpu(), cmap="gray", vmin=0, vmax=1)
+        ax.imshow(images[j, 0].cpu().numpy(), cmap="gray", vmin=0, vmax=1)
         ax.plot(centres[j, :, 0], centres[j, :, 1], color="white", linewidth=0.8, alpha=0.7)
         for t in range(T):
             side = float(extents[j, t])
@@ -122,6 +122,7 @@ RECIPES.register("ram")(
         config=RAMConfig,
         build=build_ram,
         presets={
+            "ci": {"loop.steps": 4, "loop.batch_size": 16, "data.n_train": 64, "data.n_test": 32, "glimpses": 2},
             "quick": {"loop.steps": 3000, "data.n_test": 2000},
             "full": {"loop.steps": 30000, "glimpses": 8, "loop.schedule": "cosine", "loop.warmup_steps": 200},
         },

@@ -129,14 +129,14 @@ def show_transformer(model: nn.Module, dataset: Dataset, figures_dir: Path, name
     fig, axes = plt.subplots(rows, 8, figsize=(12, 1.7 * rows + 0.4), squeeze=False)
     for j in range(8):
         ax = axes[0, j]
-        ax.imshow(images[j, 0].cpu(), cmap="gray", vmin=0, vmax=1)
+        ax.imshow(images[j, 0].cpu().numpy(), cmap="gray", vmin=0, vmax=1)
         colour = "limegreen" if predicted[j] == labels[j] else "red"
         ax.set_title(names[int(predicted[j])], fontsize=8, color=colour)
         if theta is not None:
-            box = transform_box(theta[j : j + 1].cpu(), tuple(images.shape[-2:]))[0]
+            box = transform_box(theta[j : j + 1].cpu(), tuple(images.shape[-2:]))[0].numpy()
             ax.plot(box[:, 0], box[:, 1], color="orange", linewidth=1.2)
             ax.plot(box[0, 0], box[0, 1], "o", color="orange", markersize=3)  # the output's top-left
-            axes[1, j].imshow(seen[j, 0].cpu(), cmap="gray", vmin=0, vmax=1)
+            axes[1, j].imshow(seen[j, 0].cpu().numpy(), cmap="gray", vmin=0, vmax=1)
     H, W = images.shape[-2:]
     for ax in axes[0]:
         ax.set_xlim(-2.5, W + 1.5)  # the image and a thin margin, so a box at the edge stays visible
@@ -162,6 +162,7 @@ RECIPES.register("stn")(
         config=STNConfig,
         build=build_stn,
         presets={
+            "ci": {"loop.steps": 4, "loop.batch_size": 16, "data.n_train": 64, "data.n_test": 32, "width": 4},
             "quick": QUICK,
             "full": {"loop.steps": 20000, "loop.schedule": "cosine", "loop.warmup_steps": 200},
         },

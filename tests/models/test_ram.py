@@ -1,0 +1,162 @@
+import io
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from foveal.models.ram import RAM, RAMOutput, glimpse_sensor, ram_loss
+from foveal.registry import MODELS
+
+
+def reference_sensor(images, locations, size, scales):
+    """rho(x, l) literally: per image and scale, slice the zero-padded image around the centre, then average."""
+    B, C, H, W = images.shape
+    pad = size * 2 ** (scales - 1)
+    padded = F.pad(images, (pad, pad, pad, pad))
+    out = torch.zeros(B, scales * C, size, size)
+    for b in range(B):
+        cx = (locations[b, 0].item() + 1) / 2 * W
+        cy = (locations[b, 1].item() + 1) / 2 * H
+        for i in range(scales):
+            side = size * 2**i
+            x0, y0 = round(cx - side / 2), round(cy - side / 2)
+            patch = padded[b, :, y0 + pad : y0 + pad + side, x0 + pad : x0 + pad + side]
+            k = 2**i
+            for r in range(size):
+                for c in range(size):
+                    out[b, i * C : (i + 1) * C, r, c] = patch[:, r * k : (r + 1) * k, c * k : (c + 1) * k].mean((1, 2))
+    return out
+
+
+def test_glimpse_sensor_matches_the_literal_definition():
+    g = torch.Generator().manual_seed(0)
+    images = torch.rand(5, 2, 20, 24, generator=g)
+    locations = torch.rand(5, 2, generator=g) * 2.4 - 1.2  # some glimpses stick out of the image
+    out = glimpse_sensor(images, locations, 4, 3)
+    assert out.shape == (5, 6, 4, 4)
+    torch.testing.assert_close(out, reference_sensor(images, locations, 4, 3))
+
+
+def test_registered_and_shapes_in_train_and_eval_mode():
+    assert "ram" in MODELS
+    model = MODELS.get("ram")(1, in_size=40, steps=3, glimpse=8, scales=2, hidden=32)
+    x = torch.rand(4, 1, 40, 40)
+    out = model(x)
+    assert isinstance(out, RAMOutput)
+    assert out.logits.shape == (4, 10) and out.locations.shape == (4, 3, 2) and out.extents.shape == (4, 3)
+    assert out.log_probs.shape == (4, 3) and out.baselines.shape == (4, 3)
+    assert (out.locations.abs() <= 1).all() and torch.isfinite(out.logits).all()
+    model.eval()
+    first, second = model(x), model(x)
+    assert first.log_probs is None
+    torch.testing.assert_close(first.locations, second.locations)  # eval mode takes the mean: no sampling
+
+
+def test_sampling_follows_the_generator():
+    model = RAM(1, in_size=28, steps=3, glimpse=6, scales=2, hidden=16, std=0.3)
+    x = torch.rand(2, 1, 28, 28)
+    a = model(x, generator=torch.Generator().manual_seed(1)).locations
+    b = model(x, generator=torch.Generator().manual_seed(1)).locations
+    c = model(x, generator=torch.Generator().manual_seed(2)).locations
+    torch.testing.assert_close(a, b)
+    assert not torch.allclose(a, c)
+
+
+def test_wrong_input_shape_is_named():
+    with pytest.raises(ValueError, match="images: expected shape"):
+        RAM(1, in_size=28)(torch.rand(2, 1, 30, 30))
+    with pytest.raises(ValueError, match="read"):
+        RAM(1, read="soft")  # type: ignore[arg-type]
+
+
+def _grads(model, loss):
+    model.zero_grad()
+    loss.backward()
+    return {name: p.grad for name, p in model.named_parameters()}
+
+
+def test_hard_ram_every_parameter_gets_a_gradient_and_the_locator_only_through_reinforce():
+    torch.manual_seed(0)
+    model = RAM(1, in_size=28, steps=3, glimpse=6, scales=2, hidden=16)
+    x, y = torch.rand(8, 1, 28, 28), torch.randint(0, 10, (8,))
+    grads = _grads(model, ram_loss(model(x, generator=torch.Generator().manual_seed(0)), y)[0])
+    for name, grad in grads.items():
+        assert grad is not None and torch.isfinite(grad).all(), name
+        assert grad.abs().sum() > 0, f"{name} gets a zero gradient"
+    # Without the REINFORCE term nothing reaches the location network: the path above is REINFORCE's.
+    grads = _grads(model, ram_loss(model(x, generator=torch.Generator().manual_seed(0)), y, reinforce_weight=0.0)[0])
+    assert grads["locator.weight"] is None or grads["locator.weight"].abs().sum() == 0
+
+
+def test_gaussian_ram_trains_every_parameter_by_backprop_alone():
+    torch.manual_seed(0)
+    model = RAM(1, in_size=28, steps=3, glimpse=6, scales=2, hidden=16, read="gaussian")
+    x, y = torch.rand(8, 1, 28, 28), torch.randint(0, 10, (8,))
+    out = model(x)
+    assert out.log_probs is None and out.baselines is None and not hasattr(model, "baseline")
+    loss, metrics = ram_loss(out, y)
+    assert set(metrics) == {"ce", "acc"}
+    for name, grad in _grads(model, loss).items():
+        assert grad is not None and torch.isfinite(grad).all() and grad.abs().sum() > 0, name
+
+
+def test_gaussian_ram_starts_like_the_hard_one():
+    model = RAM(1, in_size=60, glimpse=12, read="gaussian")
+    out = model(torch.rand(2, 1, 60, 60))
+    torch.testing.assert_close(out.extents[:, 0], torch.full((2,), 12.0))  # finest glimpse: 12 pixels
+    assert out.locations[:, 0].abs().max() < 0.05  # near the centre
+
+
+def test_reinforce_gradient_is_the_score_function_times_the_advantage():
+    """d/dmu of ram_loss = -(1/B) (R - b) (l - mu) / std^2 per step; d/db = 2 (b - R) / (B T)."""
+    B, T, std = 4, 2, 0.2
+    g = torch.Generator().manual_seed(3)
+    mu = (torch.rand(B, T, 2, generator=g) - 0.5).requires_grad_()
+    drawn = mu.detach() + std * torch.randn(B, T, 2, generator=g)
+    log_probs = torch.distributions.Normal(mu, std).log_prob(drawn).sum(-1)
+    baselines = torch.rand(B, T, generator=g).requires_grad_()
+    logits = torch.tensor([[5.0, 0.0], [0.0, 5.0], [5.0, 0.0], [0.0, 5.0]])
+    labels = torch.tensor([0, 0, 0, 1])  # rewards 1, 0, 1, 1
+    out = RAMOutput(logits, torch.zeros(B, T, 2), torch.ones(B, T), log_probs, baselines)
+    loss, metrics = ram_loss(out, labels)
+    loss.backward()
+    reward = torch.tensor([1.0, 0.0, 1.0, 1.0])[:, None]
+    advantage = reward - baselines.detach()
+    expected_mu = -(advantage[..., None] * (drawn - mu.detach()) / std**2) / B
+    torch.testing.assert_close(mu.grad, expected_mu)
+    torch.testing.assert_close(baselines.grad, 2 * (baselines.detach() - reward) / (B * T))
+    assert metrics["reward"] == 0.75
+
+
+def test_state_dict_round_trip():
+    torch.manual_seed(0)
+    a = RAM(1, in_size=28, steps=2, glimpse=6, scales=2, hidden=16).eval()
+    torch.manual_seed(1)
+    b = RAM(1, in_size=28, steps=2, glimpse=6, scales=2, hidden=16).eval()
+    x = torch.rand(2, 1, 28, 28)
+    assert not torch.allclose(a(x).logits, b(x).logits)
+    buffer = io.BytesIO()
+    torch.save(a.state_dict(), buffer)
+    buffer.seek(0)
+    b.load_state_dict(torch.load(buffer, weights_only=True))
+    torch.testing.assert_close(a(x).logits, b(x).logits)
+    torch.testing.assert_close(a(x).locations, b(x).locations)
+
+
+@pytest.mark.parametrize("read", ["hard", "gaussian"])
+def test_a_few_steps_of_training_stay_finite_and_fit(read):
+    g = torch.Generator().manual_seed(0)
+    x = torch.zeros(32, 1, 28, 28)
+    y = torch.randint(0, 2, (32,), generator=g)
+    x[y == 0, :, 10:18, 10:18] = 1.0  # class 0: a bright square in the middle; class 1: nothing
+    model = RAM(1, in_size=28, classes=2, steps=2, glimpse=6, scales=2, hidden=16, read=read, core="lstm")
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    ces = []
+    for _ in range(20):
+        loss, metrics = ram_loss(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        assert torch.isfinite(loss)
+        ces.append(metrics["ce"])
+    assert ces[-1] < 0.5 * ces[0]
