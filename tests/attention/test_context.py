@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from foveal.attention.context import GridBiLSTM, ResidualSelfAttention
-from foveal.attention.coords import AddCoords, add_coords, grid_coords
+from foveal.attention.coords import AddCoords, add_coords, box_weights, grid_coords
 from foveal.attention.grid import flatten_grid
 from foveal.registry import ATTENTION
 
@@ -109,3 +109,26 @@ def test_coordinates_are_cell_centres_in_x_then_y() -> None:
     assert grid_coords(1, 1).abs().max() == 0  # a single cell sits at the middle
     with pytest.raises(ValueError, match="x: expected shape"):
         add_coords(torch.randn(2, 5, 3))
+
+
+def test_box_weights_are_overlap_areas_normalised() -> None:
+    boxes = torch.tensor(
+        [[[5.0, 20.0, 16.0, 31.0], [0.0, 0.0, 75.0, 75.0]], [[60.0, 3.5, 75.0, 9.0], [7.0, 7.0, 7.0, 9.0]]]
+    )
+    weights = box_weights(boxes, (75, 75), (5, 3))  # cells 25 px wide, 15 px tall
+    assert weights.shape == (2, 2, 15)
+    for b in range(2):
+        for k in range(2):
+            x0, y0, x1, y1 = boxes[b, k].tolist()
+            area = torch.zeros(15)
+            for row in range(5):
+                for col in range(3):
+                    dx = min(x1, (col + 1) * 25) - max(x0, col * 25)
+                    dy = min(y1, (row + 1) * 15) - max(y0, row * 15)
+                    area[row * 3 + col] = max(dx, 0) * max(dy, 0)
+            expected = area / area.sum() if area.sum() > 0 else area
+            torch.testing.assert_close(weights[b, k], expected)
+    assert (weights[1, 1] == 0).all()  # no area: zero weights, not NaN
+    V = torch.randn(2, 15, 4)
+    pooled = box_weights(boxes, (75, 75), (5, 3)) @ V  # the feature of each box
+    torch.testing.assert_close(pooled[0, 1], V[0].mean(0))

@@ -8,7 +8,7 @@ from foveal.attention.coattention import (
     ParallelCoAttention,
 )
 from foveal.attention.context import ContextOutput, GridBiLSTM, ResidualSelfAttention
-from foveal.attention.coords import AddCoords, add_coords, grid_coords
+from foveal.attention.coords import AddCoords, add_coords, box_weights, grid_coords
 from foveal.attention.core import (
     Additive,
     AttentionOutput,
@@ -55,6 +55,7 @@ __all__ = [
     "TransformerFusion",
     "add_coords",
     "attend",
+    "box_weights",
     "flatten_grid",
     "fused_attention",
     "fused_attention_enabled",

@@ -66,3 +66,44 @@ class AddCoords(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         return add_coords(x)
+
+
+def box_weights(boxes: Tensor, image_size: tuple[int, int], grid_size: tuple[int, int]) -> Tensor:
+    """How much of each box falls in each cell of a feature grid, normalised to sum to 1 per box.
+
+    ``box_weights(boxes, ...) @ V`` pools the region vectors ``V`` (a grid flattened row-major) inside
+    each box, weighting each cell by its overlap area: the feature of a candidate box of a pointing
+    question.
+
+    Args:
+        boxes: ``(x0, y0, x1, y1)`` in pixels of the image.
+        image_size: ``(height, width)`` of the image in pixels.
+        grid_size: ``(H, W)`` of the feature grid, which tiles the image evenly.
+
+    Convention:
+        Pixel boxes are half-open, ``x`` right and ``y`` down, ``(0, 0)`` the top-left corner of the
+        top-left pixel (so a box ``(0, 0, 1, 1)`` is exactly that pixel). Cell ``(row, col)`` covers
+        ``[col * width / W, (col + 1) * width / W)`` in ``x`` and likewise in ``y``. A box with no
+        area gets all-zero weights.
+
+    Shape:
+        - boxes: ``(..., 4)``
+        - output: ``(..., H * W)``, row-major like :func:`foveal.attention.grid.flatten_grid`
+
+    Example:
+        >>> w = box_weights(torch.tensor([[0.0, 0.0, 25.0, 25.0]]), (75, 75), (3, 3))
+        >>> w.view(3, 3)
+        tensor([[1., 0., 0.],
+                [0., 0., 0.],
+                [0., 0., 0.]])
+    """
+    check_shape("boxes", boxes, (4,), leading=True)
+    (height, width), (rows, cols) = image_size, grid_size
+    x_edges = torch.linspace(0, width, cols + 1, dtype=boxes.dtype, device=boxes.device)
+    y_edges = torch.linspace(0, height, rows + 1, dtype=boxes.dtype, device=boxes.device)
+    x0, y0, x1, y1 = boxes.unsqueeze(-1).unbind(-2)  # each (..., 1)
+    overlap_x = (torch.minimum(x1, x_edges[1:]) - torch.maximum(x0, x_edges[:-1])).clamp_min(0)  # (..., W)
+    overlap_y = (torch.minimum(y1, y_edges[1:]) - torch.maximum(y0, y_edges[:-1])).clamp_min(0)  # (..., H)
+    area = (overlap_y.unsqueeze(-1) * overlap_x.unsqueeze(-2)).flatten(-2)  # (..., H * W)
+    # The clamp keeps a box of zero area at zero weights instead of 0 / 0.
+    return area / area.sum(-1, keepdim=True).clamp_min(torch.finfo(area.dtype).tiny)
