@@ -27,6 +27,8 @@ into those ranges (softplus, sigmoid, softmax, 1 + softplus).
 
 from __future__ import annotations
 
+import functools
+
 import torch
 from torch import Tensor
 
@@ -125,6 +127,13 @@ def shift_offsets(n_shifts: int) -> list[int]:
     return list(range(-k, k + 1))
 
 
+@functools.lru_cache(maxsize=16)
+def _shift_index(n_rows: int, n_shifts: int, device: torch.device) -> Tensor:
+    """``index[n, i] = (i - d_n) mod R`` for the allowed shifts ``d_n``: ``w[..., index][..., n, i] = w(i - d_n)``."""
+    offsets = torch.tensor(shift_offsets(n_shifts), device=device)
+    return (torch.arange(n_rows, device=device).unsqueeze(0) - offsets.unsqueeze(1)) % n_rows
+
+
 def circular_shift(w: Tensor, shift: Tensor) -> Tensor:
     """Circular convolution with the shift kernel: ``w~(i) = sum_j w(j) s(i - j)``, indices mod R.
 
@@ -150,10 +159,7 @@ def circular_shift(w: Tensor, shift: Tensor) -> Tensor:
     n_rows, n_shifts = w.shape[-1], shift.shape[-1]
     if n_shifts > n_rows:
         raise ValueError(f"shift: {n_shifts} shifts need at least as many memory rows, got R={n_rows}")
-    offsets = torch.tensor(shift_offsets(n_shifts), device=w.device)
-    # index[d, i] = (i - d) mod R, so w[..., index][..., d, i] = w(i - d).
-    index = (torch.arange(n_rows, device=w.device).unsqueeze(0) - offsets.unsqueeze(1)) % n_rows
-    shifted = w[..., index]  # (B, H, S, R)
+    shifted = w[..., _shift_index(n_rows, n_shifts, w.device)]  # (B, H, S, R)
     return (shift.unsqueeze(-1) * shifted).sum(dim=-2)
 
 
@@ -165,7 +171,7 @@ def sharpen(w: Tensor, gamma: Tensor, eps: float = EPS) -> Tensor:
     weighting.
 
     Args:
-        w: the shifted weighting ``w~`` (>= 0).
+        w: the shifted weighting ``w~`` (>= 0: a convex combination of weightings is).
         gamma: the sharpening exponent, ``gamma >= 1``.
         eps: added to ``w~`` inside the log.
 
@@ -180,7 +186,7 @@ def sharpen(w: Tensor, gamma: Tensor, eps: float = EPS) -> Tensor:
     """
     sizes = check_shape("w", w, ("B", "H", "R"))
     check_shape("gamma", gamma, ("B", "H"), sizes)
-    return (gamma.unsqueeze(-1) * torch.log(w.clamp_min(0) + eps)).softmax(dim=-1)
+    return (gamma.unsqueeze(-1) * torch.log(w + eps)).softmax(dim=-1)
 
 
 def address(
@@ -269,5 +275,8 @@ def write(memory: Tensor, w: Tensor, erase: Tensor, add: Tensor) -> Tensor:
     check_shape("w", w, ("B", "H", "R"), sizes)
     check_shape("erase", erase, ("B", "H", "C"), sizes)
     check_shape("add", add, ("B", "H", "C"), sizes)
-    keep = (1 - w.unsqueeze(-1) * erase.unsqueeze(2)).prod(dim=1)  # (B, H, R, C) -> (B, R, C)
-    return memory * keep + w.transpose(1, 2) @ add
+    # A product over the (few) heads; torch.prod's backward is several times slower than this.
+    erased = memory
+    for h in range(w.shape[1]):
+        erased = erased * (1 - w[:, h].unsqueeze(-1) * erase[:, h].unsqueeze(1))  # (B, R, 1) * (B, 1, C)
+    return erased + w.transpose(1, 2) @ add
