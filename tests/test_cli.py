@@ -59,13 +59,16 @@ def test_show_run_and_named_figure(run_dir, tmp_path, monkeypatch, capsys):
 
 
 def test_resume_continues_and_refuses_a_changed_config(run_dir, capsys):
-    assert main(["train", "toy", "--out", str(run_dir), "--resume", "--set", "loop.steps=40"]) == 2
-    assert "differs from the saved one in" in capsys.readouterr().err  # no --preset: other defaults
-    args = ["train", "toy", "--preset", "quick", *QUICK, "--seed", "3", "--out", str(run_dir)]
-    assert main(args) == 2
+    resume = ["train", "toy", "--out", str(run_dir), "--resume"]
+    assert main([*resume, "--set", "hidden=9"]) == 2
+    assert "only loop.ckpt_every, loop.eval_every" in capsys.readouterr().err
+    assert main([*resume, "--preset", "full"]) == 2
+    assert "was trained with preset 'quick', not 'full'" in capsys.readouterr().err
+    assert main(["train", "toy", "--preset", "quick", "--out", str(run_dir)]) == 2
     assert "already holds a run" in capsys.readouterr().err
-    assert main([*args, "--resume", "--set", "loop.steps=40"]) == 0
-    assert json.loads((run_dir / "config.json").read_text())["config"]["loop"]["steps"] == 40
+    assert main([*resume, "--set", "loop.steps=40"]) == 0  # the saved config, extended
+    record = json.loads((run_dir / "config.json").read_text())
+    assert (record["preset"], record["config"]["loop"]["steps"], record["config"]["hidden"]) == ("quick", 40, 8)
 
 
 def test_demo_pipeline_writes_a_report(tmp_path, capsys):

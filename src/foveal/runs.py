@@ -16,7 +16,15 @@ from typing import Any
 
 from foveal.recipes import load_all
 from foveal.recipes.base import Recipe, RunConfig, Task
-from foveal.recipes.config import config_to_dict, load_run_config, resolve_config, save_run_config
+from foveal.recipes.config import (
+    apply_overrides,
+    config_to_dict,
+    load_run_config,
+    read_config_file,
+    resolve_config,
+    save_run_config,
+    validate,
+)
 from foveal.registry import RECIPES
 from foveal.train import CHECKPOINT, METRICS, evaluate, load, seed_everything, train
 from foveal.train.distributed import is_main
@@ -59,6 +67,58 @@ def _diff(saved: dict[str, Any], new: dict[str, Any], prefix: str = "") -> list[
     return keys
 
 
+def prepare_run(
+    recipe_name: str,
+    preset: str | None = None,
+    config_file: str | Path | None = None,
+    sets: dict[str, Any] | None = None,
+    seed: int | None = None,
+    threads: int | None = None,
+    out: str | Path | None = None,
+    resume: bool = False,
+    overwrite: bool = False,
+) -> tuple[Path, Recipe, str | None, RunConfig]:
+    """Resolve and save the config of a new or resumed run; returns ``(run_dir, recipe, preset, config)``.
+
+    A resumed run starts from its saved config, then applies ``config_file``, ``sets``, ``seed``
+    and ``threads``; the result may differ from the saved one only in :data:`RESUMABLE_CHANGES`.
+    """
+    recipe = get_recipe(recipe_name)
+    run_dir = Path(out) if out is not None else default_run_dir(recipe_name, preset)
+    if resume:
+        if not (run_dir / CHECKPOINT).is_file():
+            raise ValueError(f"cannot resume: {run_dir / CHECKPOINT} does not exist")
+        saved_recipe, saved_preset, config = load_run_config(run_dir)
+        if saved_recipe.name != recipe_name:
+            raise ValueError(f"cannot resume: {run_dir} is a run of recipe {saved_recipe.name!r}, not {recipe_name!r}")
+        if preset is not None and preset != saved_preset:
+            raise ValueError(f"cannot resume: {run_dir} was trained with preset {saved_preset!r}, not {preset!r}")
+        saved = config_to_dict(config)
+        if config_file is not None:
+            apply_overrides(config, read_config_file(config_file), str(config_file))
+        if sets:
+            apply_overrides(config, sets, "--set")
+        config.seed = config.seed if seed is None else seed
+        config.threads = config.threads if threads is None else threads
+        validate(config)
+        changed = set(_diff(saved, config_to_dict(config))) - RESUMABLE_CHANGES
+        if changed:
+            raise ValueError(
+                f"cannot resume {run_dir}: only {', '.join(sorted(RESUMABLE_CHANGES))} may change, "
+                f"not {', '.join(sorted(changed))}"
+            )
+        preset = saved_preset
+    else:
+        config = resolve_config(recipe, preset, config_file, sets, seed, threads)
+        if (run_dir / CHECKPOINT).is_file() and not overwrite:
+            raise ValueError(f"{run_dir} already holds a run; pass --resume to continue it, --overwrite, or --out NEW")
+        if overwrite and is_main():
+            clear_run(run_dir)
+    if is_main():
+        save_run_config(run_dir, recipe_name, preset, config)
+    return run_dir, recipe, preset, config
+
+
 def start_run(
     recipe_name: str,
     preset: str | None = None,
@@ -70,43 +130,33 @@ def start_run(
     resume: bool = False,
     overwrite: bool = False,
 ) -> tuple[Path, dict[str, float]]:
-    """Resolve the config, save it, build the task and train; returns ``(run_dir, final metrics)``.
+    """Resolve and save the config, build the task, train; returns ``(run_dir, final metrics)``.
 
-    With ``resume`` and no preset/config file/``--set``, the saved config is used as it is;
-    otherwise the new one must agree with it except in :data:`RESUMABLE_CHANGES`.
+    See :func:`prepare_run` for what a resumed run may change.
     """
-    recipe = get_recipe(recipe_name)
-    run_dir = Path(out) if out is not None else default_run_dir(recipe_name, preset)
-    if resume:
-        if not (run_dir / CHECKPOINT).is_file():
-            raise ValueError(f"cannot resume: {run_dir / CHECKPOINT} does not exist")
-        saved_recipe, saved_preset, saved = load_run_config(run_dir)
-        if saved_recipe.name != recipe_name:
-            raise ValueError(f"cannot resume: {run_dir} is a run of recipe {saved_recipe.name!r}, not {recipe_name!r}")
-        if preset is None and config_file is None and not sets:
-            config, preset = saved, saved_preset
-            if seed is not None:
-                config.seed = seed
-            if threads is not None:
-                config.threads = threads
-        else:
-            config = resolve_config(recipe, preset, config_file, sets, seed, threads)
-        changed = set(_diff(config_to_dict(saved), config_to_dict(config))) - RESUMABLE_CHANGES
-        if changed:
-            raise ValueError(
-                f"cannot resume {run_dir}: the config differs from the saved one in {', '.join(sorted(changed))}"
-            )
-    else:
-        config = resolve_config(recipe, preset, config_file, sets, seed, threads)
-        if (run_dir / CHECKPOINT).is_file() and not overwrite:
-            raise ValueError(f"{run_dir} already holds a run; pass --resume to continue it, --overwrite, or --out NEW")
-        if overwrite and is_main():
-            clear_run(run_dir)
-    if is_main():
-        save_run_config(run_dir, recipe_name, preset, config)
+    run, metrics = train_run(recipe_name, preset, config_file, sets, seed, threads, out, resume, overwrite)
+    return run.dir, metrics
+
+
+def train_run(
+    recipe_name: str,
+    preset: str | None = None,
+    config_file: str | Path | None = None,
+    sets: dict[str, Any] | None = None,
+    seed: int | None = None,
+    threads: int | None = None,
+    out: str | Path | None = None,
+    resume: bool = False,
+    overwrite: bool = False,
+) -> tuple[Run, dict[str, float]]:
+    """:func:`start_run`, returning the trained :class:`Run` (task and model in memory) and the final metrics."""
+    run_dir, recipe, preset, config = prepare_run(
+        recipe_name, preset, config_file, sets, seed, threads, out, resume, overwrite
+    )
     seed_everything(config.seed)
     task = recipe.build(config)
-    return run_dir, train(task, config, run_dir, resume=resume)
+    metrics = train(task, config, run_dir, resume=resume)
+    return Run(run_dir, recipe, preset, config, task), metrics
 
 
 def clear_run(run_dir: Path) -> None:
@@ -173,13 +223,14 @@ def run_pipeline(
     from foveal.viz.report import write_report
 
     start = time.monotonic()
-    run_dir, final = start_run(recipe, preset, sets=sets, seed=seed, threads=threads, out=out, overwrite=True)
-    run = load_run(run_dir)
-    metrics = eval_run(run) if run.task.evaluate is not None and run.task.eval_set is not None else final
+    run, metrics = train_run(recipe, preset, sets=sets, seed=seed, threads=threads, out=out, overwrite=True)
+    # The loop's final evaluation is of this very model: keep it rather than evaluate again.
+    if run.task.evaluate is not None and run.task.eval_set is not None:
+        (run.dir / EVAL_FILE).write_text(json.dumps(metrics, indent=2) + "\n")
     figures = show_run(run) if run.task.show is not None else []
-    report = write_report(run_dir)
+    report = write_report(run.dir)
     return {
-        "run_dir": run_dir,
+        "run_dir": run.dir,
         "report": report,
         "metrics": metrics,
         "figures": figures,
