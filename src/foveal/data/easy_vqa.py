@@ -1,0 +1,269 @@
+"""easy-VQA: 64 x 64 pictures of one coloured shape, with yes/no, shape and colour questions.
+
+The pictures and questions come from the installed ``easy-vqa`` package (nothing is downloaded).
+Train and test image ids overlap (both start at 0), so images are keyed by ``(split, id)``: each
+split has its own image array and every question points into its own split's array.
+
+The ground-truth object mask is derived from the picture: the background is one flat light colour
+and the shape one saturated colour, so a pixel belongs to the shape when any channel differs from
+the background colour (the most common border colour) by more than :data:`MASK_THRESHOLD`.
+
+Everything is preprocessed once into arrays and cached as an ``.npz`` (no pickles) under
+``$FOVEAL_CACHE`` or ``~/.cache/foveal``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+import torch
+from torch import Tensor
+from torch.utils.data import Dataset
+
+SPLITS = ("train", "test")
+ANSWER_TYPES = ("yes/no", "shape", "colour")
+SHAPES = ("circle", "rectangle", "triangle")
+PAD, UNK = "<pad>", "<unk>"
+IMAGE_SIZE = 64
+MASK_THRESHOLD = 64
+"""A pixel is on the shape when some channel differs from the background by more than this (0-255).
+The background is near-white and every shape colour is at least ~100 away from it in some channel;
+anti-aliased edge pixels half-way between are split by this threshold."""
+CACHE_VERSION = 1
+
+
+def tokenize(text: str) -> list[str]:
+    """Lowercase and split on anything that is not a letter.
+
+    Example:
+        >>> tokenize("Does the image NOT contain a red shape?")
+        ['does', 'the', 'image', 'not', 'contain', 'a', 'red', 'shape']
+    """
+    return re.findall(r"[a-z]+", text.lower())
+
+
+def answer_type(answer: str) -> str:
+    """The answer type of seed 002's breakdown: ``"yes/no"``, ``"shape"`` or ``"colour"``.
+
+    Example:
+        >>> answer_type("no"), answer_type("triangle"), answer_type("teal")
+        ('yes/no', 'shape', 'colour')
+    """
+    if answer in ("yes", "no"):
+        return "yes/no"
+    return "shape" if answer in SHAPES else "colour"
+
+
+def object_mask(image: np.ndarray, threshold: int = MASK_THRESHOLD) -> np.ndarray:
+    """The pixels of the shape in an easy-VQA picture.
+
+    Args:
+        image: uint8 RGB picture.
+        threshold: how far (max over channels, 0-255) a pixel must be from the background colour.
+
+    Shape:
+        - image: ``(H, W, 3)``
+        - output: bool ``(H, W)``, True on the shape
+
+    Example:
+        >>> img = np.full((8, 8, 3), 240, np.uint8); img[2:4, 3:6] = (255, 0, 0)
+        >>> object_mask(img).sum()
+        np.int64(6)
+    """
+    border = np.concatenate([image[0], image[-1], image[:, 0], image[:, -1]])
+    colours, counts = np.unique(border, axis=0, return_counts=True)
+    background = colours[counts.argmax()].astype(np.int16)
+    return np.abs(image.astype(np.int16) - background).max(axis=-1) > threshold
+
+
+@dataclass
+class EasyVQAArrays:
+    """One split, preprocessed. Question ``q`` asks about ``images[image_index[q]]`` of the same split.
+
+    Shape:
+        - images: uint8 ``(I, 64, 64, 3)``; masks: bool ``(I, 64, 64)``; image_ids: ``(I,)``
+          (the package's ids, unique within a split only)
+        - questions: int64 ``(Q, L)`` token ids padded with 0; lengths, answers, answer_types,
+          image_index: int64 ``(Q,)``
+    """
+
+    images: np.ndarray
+    masks: np.ndarray
+    image_ids: np.ndarray
+    questions: np.ndarray
+    lengths: np.ndarray
+    answers: np.ndarray
+    answer_types: np.ndarray
+    image_index: np.ndarray
+
+
+@dataclass
+class EasyVQAData:
+    """Both splits plus the vocabularies (built from the training questions only)."""
+
+    splits: dict[str, EasyVQAArrays]
+    vocab: list[str]
+    answers: list[str]
+
+    def encode(self, question: str) -> list[int]:
+        """Token ids of a question; words never seen in training map to ``<unk>``."""
+        index = {word: i for i, word in enumerate(self.vocab)}
+        return [index.get(word, index[UNK]) for word in tokenize(question)]
+
+
+def default_cache_dir() -> Path:
+    """``$FOVEAL_CACHE`` if set, else ``~/.cache/foveal``."""
+    return Path(os.environ.get("FOVEAL_CACHE", Path.home() / ".cache" / "foveal"))
+
+
+def load_easy_vqa(cache_dir: str | Path | None = None) -> EasyVQAData:
+    """Load easy-VQA from the cache, building the cache from the ``easy-vqa`` package if needed."""
+    path = Path(cache_dir or default_cache_dir()) / f"easy_vqa_v{CACHE_VERSION}.npz"
+    if not path.exists():
+        arrays = _build_arrays()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp.npz")
+        np.savez_compressed(tmp, **arrays)
+        os.replace(tmp, path)  # atomic: a concurrent reader never sees half a file
+    with np.load(path, allow_pickle=False) as f:
+        arrays = {key: f[key] for key in f.files}
+    fields = EasyVQAArrays.__dataclass_fields__
+    splits = {s: EasyVQAArrays(**{k: arrays[f"{s}_{k}"] for k in fields}) for s in SPLITS}
+    return EasyVQAData(splits, arrays["vocab"].tolist(), arrays["answers"].tolist())
+
+
+def _build_arrays() -> dict[str, np.ndarray]:
+    try:
+        import easy_vqa
+    except ImportError:
+        raise ImportError(
+            "easy-VQA needs the 'easy-vqa' package, which ships the data (pip install easy-vqa)"
+        ) from None
+    from PIL import Image
+
+    raw = {
+        "train": (easy_vqa.get_train_questions(), easy_vqa.get_train_image_paths()),
+        "test": (easy_vqa.get_test_questions(), easy_vqa.get_test_image_paths()),
+    }
+    vocab = [PAD, UNK, *sorted({w for text in raw["train"][0][0] for w in tokenize(text)})]
+    word_index = {word: i for i, word in enumerate(vocab)}
+    answers = list(easy_vqa.get_answers())
+    answer_index = {a: i for i, a in enumerate(answers)}
+    out: dict[str, np.ndarray] = {"vocab": np.array(vocab), "answers": np.array(answers)}
+    for split, ((texts, answer_words, image_ids), paths) in raw.items():
+        ids = np.array(sorted(paths), dtype=np.int64)
+        images = np.stack([np.asarray(Image.open(paths[i]).convert("RGB")) for i in ids])
+        row = {int(image_id): r for r, image_id in enumerate(ids)}
+        tokens = [[word_index.get(w, word_index[UNK]) for w in tokenize(t)] for t in texts]
+        questions = np.zeros((len(tokens), max(map(len, tokens))), dtype=np.int64)
+        for q, t in enumerate(tokens):
+            questions[q, : len(t)] = t
+        out |= {
+            f"{split}_images": images,
+            f"{split}_masks": np.stack([object_mask(im) for im in images]),
+            f"{split}_image_ids": ids,
+            f"{split}_questions": questions,
+            f"{split}_lengths": np.array([len(t) for t in tokens], dtype=np.int64),
+            f"{split}_answers": np.array([answer_index[a] for a in answer_words], dtype=np.int64),
+            f"{split}_answer_types": np.array([ANSWER_TYPES.index(answer_type(a)) for a in answer_words]),
+            f"{split}_image_index": np.array([row[i] for i in image_ids], dtype=np.int64),
+        }
+    return out
+
+
+class VQASample(NamedTuple):
+    """One question (or, batched by the default collate, a batch of them).
+
+    Shape:
+        - image: float ``(3, 64, 64)``, scaled to [-1, 1]
+        - question: int64 ``(L,)`` token ids, padded with 0; length: int64 ``()``
+        - answer, answer_type: int64 ``()``
+        - mask: bool ``(64, 64)``, True on the shape
+    """
+
+    image: Tensor
+    question: Tensor
+    length: Tensor
+    answer: Tensor
+    answer_type: Tensor
+    mask: Tensor
+
+
+class EasyVQA(Dataset):
+    """The questions of one easy-VQA split, each with its picture and object mask.
+
+    Args:
+        split: ``"train"`` or ``"test"``.
+        data: preloaded :class:`EasyVQAData` (shared between splits); loaded if None.
+        cache_dir: where the preprocessed arrays are cached (see :func:`load_easy_vqa`).
+        limit: keep only the first ``limit`` questions (for smoke tests).
+
+    Example:
+        >>> test = EasyVQA("test")
+        >>> sample = test[0]
+        >>> sample.image.shape, sample.mask.shape
+        (torch.Size([3, 64, 64]), torch.Size([64, 64]))
+        >>> test.key(0), test.question_text(0), test.answers[sample.answer]
+        (('test', 0), 'what is the red shape', 'triangle')
+    """
+
+    def __init__(
+        self,
+        split: str,
+        *,
+        data: EasyVQAData | None = None,
+        cache_dir: str | Path | None = None,
+        limit: int | None = None,
+    ) -> None:
+        if split not in SPLITS:
+            raise ValueError(f"unknown easy-VQA split {split!r}; choose from: {', '.join(SPLITS)}")
+        self.split = split
+        self.data = data if data is not None else load_easy_vqa(cache_dir)
+        arrays = self.data.splits[split]
+        self.vocab, self.answers = self.data.vocab, self.data.answers
+        self.images = torch.from_numpy(arrays.images).permute(0, 3, 1, 2)  # (I, 3, 64, 64) uint8
+        self.masks = torch.from_numpy(arrays.masks)
+        self.image_ids = torch.from_numpy(arrays.image_ids)
+        n = len(arrays.questions) if limit is None else min(limit, len(arrays.questions))
+        self.questions = torch.from_numpy(arrays.questions[:n])
+        self.lengths = torch.from_numpy(arrays.lengths[:n])
+        self.answer_ids = torch.from_numpy(arrays.answers[:n])
+        self.answer_types = torch.from_numpy(arrays.answer_types[:n])
+        self.image_index = torch.from_numpy(arrays.image_index[:n])
+
+    def __len__(self) -> int:
+        return len(self.questions)
+
+    def __getitem__(self, q: int) -> VQASample:
+        i = self.image_index[q]
+        return VQASample(
+            normalize(self.images[i]),
+            self.questions[q],
+            self.lengths[q],
+            self.answer_ids[q],
+            self.answer_types[q],
+            self.masks[i],
+        )
+
+    def key(self, q: int) -> tuple[str, int]:
+        """The ``(split, image id)`` of question ``q``'s picture."""
+        return self.split, int(self.image_ids[self.image_index[q]])
+
+    def question_text(self, q: int) -> str:
+        """Question ``q`` as words (unknown words shown as ``<unk>``)."""
+        return " ".join(self.vocab[t] for t in self.questions[q, : self.lengths[q]].tolist())
+
+
+def normalize(image: Tensor) -> Tensor:
+    """uint8 ``(..., 3, H, W)`` in [0, 255] -> float in [-1, 1]."""
+    return image.float() / 127.5 - 1.0
+
+
+def denormalize(image: Tensor) -> Tensor:
+    """Inverse of :func:`normalize`, to float in [0, 1] for drawing."""
+    return ((image + 1.0) / 2.0).clamp(0, 1)

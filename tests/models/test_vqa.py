@@ -1,0 +1,121 @@
+"""The VQA model: every head's shapes, finiteness, gradients, state_dict; padding; a training smoke test."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from foveal.models.vqa import VQA, VQA_HEADS, GridEncoder, QuestionEncoder
+from foveal.registry import MODELS
+
+VOCAB, ANSWERS = 20, 13
+SMALL = {"dim": 16, "k_dim": 8, "channels": (4, 8), "grid": 16, "embed_dim": 8, "mlp_hidden": 16}
+HEADS = [("none", 1), ("spatial", 1), ("dot", 1), ("cosine", 1), ("stacked", 1), ("stacked", 2), ("stacked", 3)]
+
+
+def inputs(batch: int = 3, generator_seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(generator_seed)
+    lengths = torch.tensor([5, 2, 7, 3, 6, 4, 1, 7][:batch])
+    question = torch.randint(1, VOCAB, (batch, 7), generator=g)
+    question[torch.arange(7) >= lengths[:, None]] = 0  # padding after each question's length
+    return torch.randn(batch, 3, 64, 64, generator=g), question, lengths
+
+
+def test_registered() -> None:
+    assert MODELS.get("vqa") is VQA
+    assert set(VQA_HEADS.names()) >= {"none", "spatial", "dot", "cosine", "stacked"}
+
+
+@pytest.mark.parametrize(("head", "hops"), HEADS)
+def test_forward_shapes_finite_and_weights_are_distributions(head: str, hops: int) -> None:
+    model = VQA(VOCAB, ANSWERS, head=head, hops=hops, **SMALL)
+    logits, attention = model(*inputs())
+    assert logits.shape == (3, ANSWERS) and torch.isfinite(logits).all()
+    if head == "none":
+        assert attention is None
+    else:
+        assert attention.shape == (3, hops, 16 * 16)
+        assert (attention >= 0).all()
+        torch.testing.assert_close(attention.sum(-1), torch.ones(3, hops))
+
+
+@pytest.mark.parametrize(("head", "hops"), HEADS)
+def test_every_parameter_gets_a_gradient(head: str, hops: int) -> None:
+    model = VQA(VOCAB, ANSWERS, head=head, hops=hops, **SMALL)
+    image, question, length = inputs()
+    F.cross_entropy(model(image, question, length).logits, torch.tensor([0, 4, 12])).backward()
+    for name, p in model.named_parameters():
+        assert p.grad is not None and torch.isfinite(p.grad).all(), name
+        assert p.grad.abs().sum() > 0, name
+
+
+@pytest.mark.parametrize("head", ["none", "spatial", "stacked"])
+def test_state_dict_round_trip(head: str) -> None:
+    model = VQA(VOCAB, ANSWERS, head=head, **SMALL).eval()
+    clone = VQA(VOCAB, ANSWERS, head=head, **SMALL).eval()
+    clone.load_state_dict(model.state_dict())
+    x = inputs()
+    assert torch.equal(model(*x).logits, clone(*x).logits)
+
+
+def test_stacked_head_feeds_phi_to_the_next_hop() -> None:
+    # With hops=2 the second map depends on the first hop: changing hop 1's score changes hop 2's map.
+    model = VQA(VOCAB, ANSWERS, head="stacked", hops=2, **SMALL).eval()
+    x = inputs()
+    before = model(*x).attention[:, 1]
+    with torch.no_grad():
+        model.head.attention.hops[0].w_a.weight.mul_(5.0)
+    assert not torch.allclose(before, model(*x).attention[:, 1])
+
+
+@pytest.mark.parametrize("bidirectional", [True, False])
+def test_question_encoder_ignores_padding(bidirectional: bool) -> None:
+    encoder = QuestionEncoder(VOCAB, 16, embed_dim=8, bidirectional=bidirectional)
+    _, question, length = inputs(batch=4)
+    longer = torch.cat([question, torch.zeros(4, 3, dtype=torch.long)], dim=1)
+    out = encoder(question, length)
+    assert out.shape == (4, 16)
+    torch.testing.assert_close(encoder(longer, length), out)
+    # ... and a token before the length does matter.
+    changed = question.clone()
+    changed[:, 0] = (changed[:, 0] % (VOCAB - 1)) + 1
+    assert not torch.allclose(encoder(changed, length), out)
+
+
+def test_bilstm_question_vector_is_final_forward_and_backward_states() -> None:
+    encoder = QuestionEncoder(VOCAB, 16, embed_dim=8, bidirectional=True)
+    question = torch.tensor([[3, 4, 5]])
+    out = encoder(question, torch.tensor([3]))
+    states, _ = encoder.lstm(encoder.embed(question))  # (1, 3, 2 * 8): [forward | backward]
+    torch.testing.assert_close(out[0, :8], states[0, -1, :8])  # forward state after the last word
+    torch.testing.assert_close(out[0, 8:], states[0, 0, 8:])  # backward state after the first word
+
+
+def test_grid_encoder_pools_to_the_grid_and_rejects_bad_sizes() -> None:
+    assert GridEncoder((4, 4, 4), grid=8)(torch.randn(2, 3, 64, 64)).shape == (2, 4, 8, 8)
+    assert GridEncoder((4, 4), grid=16, stem_stride=2)(torch.randn(2, 3, 64, 64)).shape == (2, 4, 16, 16)
+    with pytest.raises(ValueError, match="cannot pool"):
+        GridEncoder((4,), grid=8)
+    with pytest.raises(ValueError, match="image"):
+        GridEncoder((4, 4), grid=16)(torch.randn(2, 3, 32, 32))
+
+
+def test_unknown_head_is_one_clear_error() -> None:
+    with pytest.raises(ValueError, match="choose from: cosine, dot, none, spatial, stacked"):
+        VQA(VOCAB, ANSWERS, head="sparse", **SMALL)
+
+
+def test_training_smoke_loss_decreases() -> None:
+    model = VQA(VOCAB, ANSWERS, head="stacked", hops=2, **SMALL)
+    image, question, length = inputs(batch=8, generator_seed=1)
+    answer = torch.arange(8) % ANSWERS
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    losses = []
+    for _ in range(25):
+        loss = F.cross_entropy(model(image, question, length).logits, answer)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    assert losses[-1] < 0.5 * losses[0]
