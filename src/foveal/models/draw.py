@@ -164,12 +164,19 @@ class DRAW(nn.Module):
             self.write_head = nn.Linear(dec_size, 5)
             self._init_heads()
 
-    def _init_heads(self) -> None:
-        # Start both heads at the centre, sigma^2 = 1, delta~ = 1, gamma = 1 (all raw params 0)
-        # with small weights, so early steps see the whole image rather than a random corner.
-        for head in (self.read_head, self.write_head):
+    def _init_heads(self, smooth: bool = True) -> None:
+        # Both heads start centred with delta~ = 1 (the grid spans the image) and gamma = 1, with
+        # small weights, so early steps see the whole image rather than a random corner. With
+        # ``smooth``, sigma starts at half the stride, so the filters tile the image instead of
+        # sampling N^2 isolated pixels (sigma^2 = 1).
+        H, W = self.image_size
+        for head, N in ((self.read_head, self.read_size), (self.write_head, self.write_size)):
             nn.init.normal_(head.weight, std=1e-3)
             nn.init.zeros_(head.bias)
+            if smooth:
+                stride = (max(H, W) - 1) / max(N - 1, 1)
+                with torch.no_grad():
+                    head.bias[2] = 2 * math.log(stride / 2)
 
     # -- the two heads --------------------------------------------------------------------------
 
