@@ -166,3 +166,22 @@ def test_cache_is_built_once_and_read_back(tmp_path, monkeypatch, data) -> None:
     np.testing.assert_array_equal(first.splits["test"].images, data.splits["test"].images[:3])
     np.testing.assert_array_equal(second.splits["train"].masks, data.splits["train"].masks[:3])
     assert second.vocab == data.vocab and second.answers == data.answers
+
+
+def test_grouping_by_image_keeps_every_question_with_its_own_picture(splits) -> None:
+    from foveal.data.easy_vqa import EasyVQAByImage, collate_by_image
+
+    questions = splits["test"]
+    by_image = EasyVQAByImage(questions)
+    assert sum(len(g) for g in by_image.groups) == len(questions)
+    assert len(by_image) == len(questions.images)  # every test picture has questions
+    picks = [0, 5, len(by_image) - 1]
+    batch = collate_by_image([by_image[i] for i in picks])
+    assert batch.image.shape == (3, 3, 64, 64) and batch.mask.shape == (3, 64, 64)
+    asked = torch.cat([by_image.groups[i] for i in picks])
+    assert len(batch.question) == len(asked) == len(batch.image_index)
+    for row, q in zip(batch.image_index.tolist(), asked.tolist(), strict=True):
+        sample = questions[q]
+        assert torch.equal(batch.image[row], sample.image) and torch.equal(batch.mask[row], sample.mask)
+    assert torch.equal(batch.question, questions.questions[asked])
+    assert torch.equal(batch.answer, questions.answer_ids[asked])

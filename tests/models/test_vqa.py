@@ -119,3 +119,14 @@ def test_training_smoke_loss_decreases() -> None:
         optimizer.step()
         losses.append(loss.item())
     assert losses[-1] < 0.5 * losses[0]
+
+
+def test_image_index_shares_pictures_between_questions() -> None:
+    # Three questions about two pictures give what three copies of the pictures give.
+    model = VQA(VOCAB, ANSWERS, head="stacked", **SMALL).eval()
+    image, question, length = inputs(batch=3)
+    index = torch.tensor([1, 0, 1])
+    shared = model(image[:2], question, length, index)
+    copied = model(image[:2][index], question, length)
+    torch.testing.assert_close(shared.logits, copied.logits)
+    torch.testing.assert_close(shared.attention, copied.attention)

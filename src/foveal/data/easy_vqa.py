@@ -259,6 +259,70 @@ class EasyVQA(Dataset):
         return " ".join(self.vocab[t] for t in self.questions[q, : self.lengths[q]].tolist())
 
 
+class VQAImageBatch(NamedTuple):
+    """Questions grouped by picture: each picture is encoded once and shared by its questions.
+
+    Shape:
+        - image: float ``(I, 3, 64, 64)``; mask: bool ``(I, 64, 64)``
+        - question: int64 ``(Q, L)``; length, answer, answer_type: int64 ``(Q,)``
+        - image_index: int64 ``(Q,)``, question ``q`` is about ``image[image_index[q]]``
+    """
+
+    image: Tensor
+    question: Tensor
+    length: Tensor
+    answer: Tensor
+    answer_type: Tensor
+    mask: Tensor
+    image_index: Tensor
+
+
+class EasyVQAByImage(Dataset):
+    """The pictures of a split, each with all its questions: item ``i`` is one picture.
+
+    Training on these batches runs the CNN once per picture instead of once per question (easy-VQA
+    has about ten questions per picture), and every picture brings all its questions. Batch them
+    with :func:`collate_by_image`; ``loop.batch_size`` then counts pictures.
+
+    Example:
+        >>> by_image = EasyVQAByImage(EasyVQA("test"))
+        >>> batch = collate_by_image([by_image[0], by_image[1]])
+        >>> batch.image.shape[0], batch.image_index.max().item(), len(batch.question) == len(batch.answer)
+        (2, 1, True)
+    """
+
+    def __init__(self, questions: EasyVQA) -> None:
+        self.questions = questions
+        order = torch.argsort(questions.image_index, stable=True)
+        counts = torch.bincount(questions.image_index, minlength=len(questions.images))
+        self.rows = torch.nonzero(counts).squeeze(1)  # pictures with at least one question
+        self.groups = [g for g in torch.split(order, counts.tolist()) if len(g)]
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, i: int) -> VQAImageBatch:
+        q, row = self.groups[i], self.rows[i]
+        ds = self.questions
+        return VQAImageBatch(
+            normalize(ds.images[row])[None],
+            ds.questions[q],
+            ds.lengths[q],
+            ds.answer_ids[q],
+            ds.answer_types[q],
+            ds.masks[row][None],
+            torch.zeros(len(q), dtype=torch.long),
+        )
+
+
+def collate_by_image(items: list[VQAImageBatch]) -> VQAImageBatch:
+    """Concatenate pictures and questions, renumbering each question's ``image_index``."""
+    offsets = torch.tensor([0, *[len(item.image) for item in items]]).cumsum(0)
+    index = torch.cat([item.image_index + offsets[n] for n, item in enumerate(items)])
+    fields = [torch.cat(parts) for parts in zip(*(item[:-1] for item in items), strict=True)]
+    return VQAImageBatch(*fields, index)
+
+
 def normalize(image: Tensor) -> Tensor:
     """uint8 ``(..., 3, H, W)`` in [0, 255] -> float in [-1, 1]."""
     return image.float() / 127.5 - 1.0

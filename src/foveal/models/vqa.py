@@ -217,6 +217,8 @@ class VQA(nn.Module):
     Shape:
         - image: ``(B, 3, image_size, image_size)``
         - question: int64 ``(B, L)`` padded with 0; length: int64 ``(B,)``
+        - image_index: optional int64 ``(B,)``; then ``image`` is ``(I, 3, size, size)`` and question
+          ``b`` is about ``image[image_index[b]]``
         - output: :class:`VQAOutput`, logits ``(B, num_answers)``, attention ``(B, hops, grid * grid)``
 
     Convention:
@@ -258,8 +260,10 @@ class VQA(nn.Module):
         self.head = VQA_HEADS.get(head)(dim, k_dim=k_dim, hops=hops)
         self.classifier = nn.Sequential(nn.Linear(dim, mlp_hidden), nn.ReLU(), nn.Linear(mlp_hidden, num_answers))
 
-    def forward(self, image: Tensor, question: Tensor, length: Tensor) -> VQAOutput:
-        V = self.project(flatten_grid(self.image_encoder(image)))  # (B, N, d)
+    def forward(self, image: Tensor, question: Tensor, length: Tensor, image_index: Tensor | None = None) -> VQAOutput:
+        V = self.project(flatten_grid(self.image_encoder(image)))  # (I, N, d)
+        if image_index is not None:  # several questions per picture: encode each picture once
+            V = V[image_index]  # (B, N, d)
         v_Q = self.question_encoder(question, length)  # (B, d)
         phi, weights = self.head(V, v_Q)
         return VQAOutput(self.classifier(phi), weights)

@@ -17,7 +17,16 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.utils.data import DataLoader, Dataset
 
-from foveal.data.easy_vqa import ANSWER_TYPES, EasyVQA, VQASample, denormalize, load_easy_vqa
+from foveal.data.easy_vqa import (
+    ANSWER_TYPES,
+    EasyVQA,
+    EasyVQAByImage,
+    VQAImageBatch,
+    VQASample,
+    collate_by_image,
+    denormalize,
+    load_easy_vqa,
+)
 from foveal.models.vqa import VQA
 from foveal.recipes.base import LoopConfig, Recipe, RunConfig, Task
 from foveal.registry import RECIPES
@@ -43,10 +52,11 @@ class EasyVQAConfig(RunConfig):
     train_limit: int = 0  # keep the first N training questions (0 = all)
     eval_limit: int = 0  # evaluate on the first N test questions (0 = all)
     show_count: int = 8
+    by_image: bool = True  # batches of pictures with all their questions (loop.batch_size counts pictures)
     loop: LoopConfig = field(
         default_factory=lambda: LoopConfig(
             steps=3000,
-            batch_size=64,
+            batch_size=32,
             optimizer="adamw",
             lr=3e-3,
             weight_decay=1e-4,
@@ -77,8 +87,8 @@ def build_model(config: EasyVQAConfig, vocab_size: int, num_answers: int) -> VQA
     )
 
 
-def loss(model: nn.Module, batch: VQASample) -> tuple[Tensor, dict[str, float]]:
-    logits = model(batch.image, batch.question, batch.length).logits
+def loss(model: nn.Module, batch: VQASample | VQAImageBatch) -> tuple[Tensor, dict[str, float]]:
+    logits = model(batch.image, batch.question, batch.length, getattr(batch, "image_index", None)).logits
     accuracy = (logits.argmax(-1) == batch.answer).float().mean().item()
     return F.cross_entropy(logits, batch.answer), {"acc": accuracy}
 
@@ -138,9 +148,10 @@ def build(config: EasyVQAConfig) -> Task:
     train_set = EasyVQA("train", data=data, limit=config.train_limit or None)
     eval_set = EasyVQA("test", data=data, limit=config.eval_limit or None)
     model = build_model(config, len(data.vocab), len(data.answers))
-    return Task(
-        model, train_set, loss, eval_set=eval_set, evaluate=evaluate, show=partial(show, count=config.show_count)
-    )
+    draw = partial(show, count=config.show_count)
+    if config.by_image:
+        return Task(model, EasyVQAByImage(train_set), loss, eval_set, evaluate, collate_by_image, draw)
+    return Task(model, train_set, loss, eval_set, evaluate, show=draw)
 
 
 RECIPES.register("easy-vqa")(

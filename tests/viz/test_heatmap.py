@@ -1,0 +1,54 @@
+"""Heatmap helpers: folding weights onto the grid, upsampling, overlays, attention mass in a mask."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from foveal.viz.heatmap import mass_in_mask, overlay_heatmap, upsample_heatmap, weights_to_grid
+
+
+def test_weights_fold_row_major() -> None:
+    grid = weights_to_grid(torch.arange(12.0).view(2, 6), (2, 3))
+    assert grid.shape == (2, 2, 3) and grid[1, 1, 0] == 9.0  # row 1, column 0 of the second map
+
+
+def test_mass_in_mask_hand_computed() -> None:
+    # 4x4 image, 2x2 grid: the mask fills cell 0, half of cell 1, nothing of cells 2 and 3.
+    mask = torch.zeros(1, 4, 4, dtype=torch.bool)
+    mask[0, :2, :2] = True
+    mask[0, :2, 2] = True
+    weights = torch.tensor([[[0.1, 0.2, 0.3, 0.4], [1.0, 0.0, 0.0, 0.0]]])  # (B=1, hops=2, N=4)
+    expected = torch.tensor([[0.1 * 1 + 0.2 * 0.5, 1.0]])
+    torch.testing.assert_close(mass_in_mask(weights, mask, (2, 2)), expected)
+
+
+def test_mass_in_mask_matches_pixelwise_sum_of_spread_weights() -> None:
+    g = torch.Generator().manual_seed(0)
+    weights = torch.rand(3, 16, generator=g).softmax(-1)
+    mask = torch.rand(3, 8, 8, generator=g) > 0.7
+    spread = weights.view(3, 4, 4).repeat_interleave(2, 1).repeat_interleave(2, 2) / 4  # each cell over its pixels
+    torch.testing.assert_close(mass_in_mask(weights, mask, (4, 4)), (spread * mask).sum((1, 2)))
+
+
+def test_mass_in_mask_rejects_a_grid_that_does_not_divide_the_image() -> None:
+    with pytest.raises(ValueError, match="does not split"):
+        mass_in_mask(torch.ones(1, 9) / 9, torch.ones(1, 8, 8, dtype=torch.bool), (3, 3))
+
+
+def test_overlay_leaves_unattended_pixels_alone_and_stays_in_range() -> None:
+    image = torch.rand(3, 8, 8, generator=torch.Generator().manual_seed(1))
+    weights = torch.zeros(2, 2)
+    weights[0, 0] = 1.0
+    out = overlay_heatmap(image, weights)
+    assert out.shape == (8, 8, 3) and out.min() >= 0 and out.max() <= 1
+    hwc = image.permute(1, 2, 0).numpy()
+    assert abs(out[7, 7] - hwc[7, 7]).max() < 1e-6  # far corner: zero weight, image unchanged
+    assert abs(out[0, 0] - hwc[0, 0]).max() > 0.1  # hottest cell: coloured
+
+
+def test_upsample_nearest_repeats_cells() -> None:
+    grid = torch.tensor([[1.0, 2.0], [3.0, 4.0]])
+    assert torch.equal(
+        upsample_heatmap(grid, (4, 4), mode="nearest"), grid.repeat_interleave(2, 0).repeat_interleave(2, 1)
+    )
