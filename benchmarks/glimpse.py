@@ -106,6 +106,7 @@ def table_methods(sizes, glimpses, channels_list, min_reps, budget, generator) -
     header += " | gaussian/stn | stn-ours/stn | crop/stn |"
     print(header)
     print("|" + "---|" * (4 + len(methods) + 3))
+    results: dict[tuple[str, int, int, int], dict[str, float]] = {}
     for mode in modes:
         for channels in channels_list:
             for size in sizes:
@@ -117,10 +118,29 @@ def table_methods(sizes, glimpses, channels_list, min_reps, budget, generator) -
                         for m in methods
                     }
                     t = best_times(calls, min_reps, budget)
+                    results[mode, channels, size, glimpse] = t
                     ratios = [t["gaussian"] / t["stn"], t["stn-ours"] / t["stn"], t["crop"] / t["stn"]]
                     cells = " | ".join(fmt_ms(t[m]) for m in methods)
                     ratio_cells = " | ".join(f"{r:.2f}" for r in ratios)
                     print(f"| {mode} | {channels} | {size} | {glimpse} | {cells} | {ratio_cells} |")
+
+    print_pivots(results, modes, channels_list, sizes, glimpses)
+
+
+def print_pivots(results, modes, channels_list, sizes, glimpses) -> None:
+    """The ratios of table 1 laid out as input size x glimpse size, one block per mode and method."""
+    for method in ("gaussian", "stn-ours", "crop"):
+        for mode in modes:
+            print(f"\n{method} / stn, {mode} (C = {' / '.join(map(str, channels_list))}):\n")
+            print("| input | " + " | ".join(f"glimpse {g}" for g in glimpses) + " |")
+            print("|---|" + "---|" * len(glimpses))
+            for size in sizes:
+                cells = []
+                for g in glimpses:
+                    times = [results[mode, c, size, g] for c in channels_list]
+                    ratios = [t[method] / t["stn"] for t in times]
+                    cells.append(" / ".join(f"{r:.1f}" for r in ratios))
+                print(f"| {size} | " + " | ".join(cells) + " |")
 
 
 def table_einsum(cases, min_reps, budget, generator) -> None:
@@ -189,7 +209,7 @@ def main() -> None:
     if args.quick:
         sizes, glimpses, channels_list, min_reps, budget = [28, 100, 224], [12, 28], [1], 2, 0.1
     else:
-        sizes, glimpses, channels_list, min_reps, budget = [28, 60, 100, 224, 512], [12, 28, 64], [1, 3], 3, 0.3
+        sizes, glimpses, channels_list, min_reps, budget = [28, 60, 100, 224, 512], [12, 28, 64], [1, 3], 5, 0.5
     if args.only in (None, "1"):
         table_methods(sizes, glimpses, channels_list, min_reps, budget, generator)
     if args.only in (None, "2"):

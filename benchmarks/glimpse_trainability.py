@@ -2,17 +2,19 @@
 
     python benchmarks/glimpse_trainability.py [--threads 1] [--quick]
 
-A textured square sits in the middle of a 96 x 96 image (a clean black background, or seed 003's
-``|N(0, 1)| * 0.3`` clutter). The template is the glimpse taken exactly on the square. Each glimpse
+An object sits in the middle of a 96 x 96 image: seed 003's uniform square of ones, or a square of
+random texture (uniform in [0.4, 1] per pixel), on a clean black background or on seed 003's
+``|N(0, 1)| * 0.3`` clutter. The template is the glimpse taken exactly on the object. Each glimpse
 starts ``offset`` pixels away from it (8 directions) and gradient descent moves only its centre
 ``(x, y)``, in pixels, to minimise the mean squared difference to the template (Adam, lr 0.5 px
 with cosine decay, 300 steps; the same for every method). A start *converges* when it ends
 within half a stride of the target. The capture range is the largest offset from which all 8
 directions converge (and every smaller offset too).
 
-Two scenarios: a zoomed-in glimpse (12 x 12 samples, stride 1 px, an 8 px square) and a zoomed-out
-one (12 x 12 samples, stride 3 px, a 24 px square). Methods: ``stn`` (bilinear sampling, seed
-003's no-shear transform) and ``gauss`` at std = 0.25, 0.5, 1, 2 and 4 strides.
+Two scenarios: a zoomed-in glimpse (12 x 12 samples, stride 1 px, an 8 px object) and a zoomed-out
+one (12 x 12 samples, stride 3 px, a 24 px object). Methods: ``stn`` (bilinear sampling, seed
+003's no-shear transform) and ``gauss`` at std = 0.25, 0.5, 1, 2 and 4 strides. The last table
+sums up the capture ranges in glimpse widths.
 """
 
 from __future__ import annotations
@@ -32,13 +34,14 @@ STEPS = 300
 LR = 0.5
 
 
-def scene(object_px: int, clutter: bool, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+def scene(object_px: int, texture: bool, clutter: bool, generator: torch.Generator):
     """The image ``(1, 1, SIZE, SIZE)`` and the object's centre ``(x, y)`` in pixels."""
-    image = torch.randn(1, 1, SIZE, SIZE, generator=generator).abs() * 0.3 if clutter else torch.zeros(1, 1, SIZE, SIZE)
+    image = torch.zeros(1, 1, SIZE, SIZE)
+    if clutter:
+        image = torch.randn(1, 1, SIZE, SIZE, generator=generator).abs() * 0.3
     lo = SIZE // 2 - object_px // 2
-    image[0, 0, lo : lo + object_px, lo : lo + object_px] = 0.4 + 0.6 * torch.rand(
-        object_px, object_px, generator=generator
-    )
+    pattern = 0.4 + 0.6 * torch.rand(object_px, object_px, generator=generator) if texture else 1.0
+    image[0, 0, lo : lo + object_px, lo : lo + object_px] = pattern
     centre = lo + (object_px - 1) / 2
     return image, torch.tensor([centre, centre])
 
@@ -79,19 +82,21 @@ def descend(
     return centre.detach()
 
 
-def run(scenario: str, stride: float, object_px: int, offsets: list[float], clutter: bool, methods: list[str]) -> None:
+def run(scenario, stride, object_px, offsets, texture: bool, clutter: bool, methods: list[str]) -> dict[str, float]:
+    """One table; returns each method's capture range in glimpse widths."""
     generator = torch.Generator().manual_seed(0)
-    image, target = scene(object_px, clutter, generator)
+    image, target = scene(object_px, texture, clutter, generator)
     angles = torch.arange(DIRECTIONS) * (2 * math.pi / DIRECTIONS) + 0.3  # off the axes
     unit = torch.stack([angles.cos(), angles.sin()], dim=-1)
     starts = torch.cat([target + r * unit for r in offsets])  # (len(offsets) * DIRECTIONS, 2)
     extent = stride * SAMPLES
-    background = "clutter" if clutter else "clean"
-    print(f"\n### {scenario}, {background} background: stride {stride:g} px, glimpse {extent:g} px wide, "
-          f"object {object_px} px\n")  # fmt: skip
+    kind, background = ("textured" if texture else "uniform"), ("cluttered" if clutter else "clean")
+    what = f"{kind} {object_px} px square on a {background} background"
+    print(f"\n### {scenario} (stride {stride:g} px, glimpse {extent:g} px wide): {what}\n")
     print("Converged starts out of 8 (median final error in px) per start offset (px):\n")
     print("| method | " + " | ".join(f"{r:g}" for r in offsets) + " | capture range px | in glimpse widths | wall s |")
     print("|---|" + "---|" * (len(offsets) + 3))
+    captures = {}
     for method in methods:
         t0 = time.perf_counter()
         final = descend(method, image, target, starts, stride)
@@ -103,8 +108,10 @@ def run(scenario: str, stride: float, object_px: int, offsets: list[float], clut
             if not k.all():
                 break
             capture = r
+        captures[method] = capture / extent
         print(f"| {method} | " + " | ".join(cells) + f" | {capture:g} | {capture / extent:.2f} | "
               f"{time.perf_counter() - t0:.1f} |")  # fmt: skip
+    return captures
 
 
 def main() -> None:
@@ -120,11 +127,18 @@ def main() -> None:
     zoomed_in = ("zoomed in", 1.0, 8, [1, 2, 4, 6, 8, 10, 12, 16, 20, 28, 36])
     zoomed_out = ("zoomed out", 3.0, 24, [2, 4, 8, 12, 16, 20, 24, 30, 36, 42])
     if args.quick:
-        run(*zoomed_in, clutter=False, methods=["stn", "gauss std=0.5", "gauss std=2"])
+        run(*zoomed_in, texture=False, clutter=False, methods=["stn", "gauss std=0.5", "gauss std=2"])
         return
-    for scenario, stride, object_px, offsets in (zoomed_in, zoomed_out):
-        for clutter in (False, True):
-            run(scenario, stride, object_px, offsets, clutter, methods)
+    summary = {}
+    for scenario in (zoomed_in, zoomed_out):
+        for texture, clutter in ((False, False), (False, True), (True, False)):
+            column = f"{scenario[0]}, {'texture' if texture else 'square'}, {'clutter' if clutter else 'clean'}"
+            summary[column] = run(*scenario, texture=texture, clutter=clutter, methods=methods)
+    print("\n### Capture range in glimpse widths (offset from which all 8 directions converge)\n")
+    print("| method | " + " | ".join(summary) + " |")
+    print("|---|" + "---|" * len(summary))
+    for method in methods:
+        print(f"| {method} | " + " | ".join(f"{captures[method]:.2f}" for captures in summary.values()) + " |")
 
 
 if __name__ == "__main__":
