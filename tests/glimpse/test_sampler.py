@@ -96,6 +96,18 @@ def test_fill_is_what_off_image_points_read(fast):
     torch.testing.assert_close(bilinear_sample(images, half_off, fill=fill, fast=fast)[:, :, 0, 0], expect)
 
 
+def test_affine_grid_is_seed_004_grid_generator():
+    # (x^s, y^s) = theta (x^t, y^t, 1) for every output pixel, target points on the normalised grid.
+    theta = torch.randn(2, 2, 3, dtype=torch.float64)
+    h, w = 3, 4
+    grid = affine_grid(theta, (h, w), align_corners=False)
+    for b in range(2):
+        for i in range(h):
+            for j in range(w):
+                target = torch.tensor([(2 * j + 1) / w - 1, (2 * i + 1) / h - 1, 1.0], dtype=torch.float64)
+                torch.testing.assert_close(grid[b, i, j], theta[b] @ target)
+
+
 @pytest.mark.parametrize("align_corners", [False, True])
 def test_affine_grid_equals_torch_and_projective_reduces_to_it(align_corners):
     theta = torch.randn(3, 2, 3, dtype=torch.float64)
