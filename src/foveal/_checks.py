@@ -35,21 +35,27 @@ def check_shape(
         Traceback (most recent call last):
         ...
         ValueError: key: expected shape (B=2, m, d=8), got (2, 7, 4)
+        >>> check_shape("affinity", torch.zeros(3, 4), ("n", "n"))
+        Traceback (most recent call last):
+        ...
+        ValueError: affinity: expected shape (n, n), got (3, 4)
     """
     sizes = {} if sizes is None else sizes
     shape = tuple(tensor.shape)
     ndim_ok = len(shape) >= len(expected) if leading else len(shape) == len(expected)
     tail = shape[len(shape) - len(expected) :] if ndim_ok else ()
+    # Bind names on a copy while checking, so a name repeated within one shape must agree too and a
+    # failed check leaves the caller's sizes untouched (the message shows them as they were).
+    bound = dict(sizes)
     ok = ndim_ok
-    if ok:
-        for want, got in zip(expected, tail, strict=True):
-            if (isinstance(want, int) and want != got) or (isinstance(want, str) and sizes.get(want, got) != got):
-                ok = False
+    for want, got in zip(expected, tail, strict=False):
+        if isinstance(want, str):
+            bound.setdefault(want, got)
+        if (isinstance(want, int) and want != got) or (isinstance(want, str) and bound[want] != got):
+            ok = False
     if not ok:
         raise ValueError(f"{name}: expected shape {_describe(expected, sizes, leading)}, got {shape}")
-    for want, got in zip(expected, tail, strict=True):
-        if isinstance(want, str):
-            sizes.setdefault(want, got)
+    sizes.update(bound)
     return sizes
 
 

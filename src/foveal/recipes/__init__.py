@@ -9,7 +9,8 @@ __all__ = ["LoopConfig", "Recipe", "RunConfig", "Task", "load_all"]
 
 
 def load_all() -> None:
-    """Import every recipe module so that :data:`foveal.registry.RECIPES` is complete."""
+    """Import every recipe module, and the stand-alone figures, so the registries are complete."""
+    importlib.import_module("foveal.viz")
     for info in pkgutil.iter_modules(__path__):
         if info.name != "base":
             importlib.import_module(f"{__name__}.{info.name}")
