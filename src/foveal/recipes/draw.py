@@ -115,7 +115,8 @@ def show(model: nn.Module, dataset: Dataset, figures_dir: Path, *, samples: int 
     strip.save(paths[-1])
     paths.append(viz.save_gif(viz.gif_frames(gen.canvases, write_boxes), figures_dir / "generation.gif"))
 
-    x = dataset.images[:rows].to(device)
+    spread = torch.linspace(0, len(dataset) - 1, rows).long()  # MNIST 5k's test split is sorted by digit
+    x = dataset.images[spread].to(device)
     out = model(x, generator=generator, return_steps=True)
     pictures = torch.sigmoid(out.canvases[steps]).transpose(0, 1)  # (rows, steps, C, H, W)
     pictures = torch.cat([pictures, x[:, None]], dim=1)  # the target in the last column

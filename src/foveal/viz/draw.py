@@ -34,12 +34,15 @@ def _tile(images: Tensor, scale: int) -> Image.Image:
     return picture.resize((W * scale, H * scale), Image.NEAREST)
 
 
-def _box(draw: ImageDraw.ImageDraw, box: Tensor, scale: int, offset: tuple[int, int], colour: tuple[int, ...]) -> None:
+def _box(draw: ImageDraw.ImageDraw, box: Tensor, scale: int, colour: tuple[int, ...]) -> None:
     if not torch.isfinite(box).all():  # a NaN box marks a cell without one
         return
+    # clip to the tile, so a box larger than the image outlines the part of it that is visible
+    width, height = draw.im.size
     x0, y0, x1, y1 = ((float(v) + 0.5) * scale for v in box)
-    ox, oy = offset
-    draw.rectangle([ox + x0, oy + y0, ox + x1, oy + y1], outline=colour, width=max(1, scale // 3))
+    x0, x1 = max(0.0, min(x0, width - 1.0)), max(0.0, min(x1, width - 1.0))
+    y0, y1 = max(0.0, min(y0, height - 1.0)), max(0.0, min(y1, height - 1.0))
+    draw.rectangle([x0, y0, x1, y1], outline=colour, width=max(1, scale // 3))
 
 
 def grid(
@@ -74,15 +77,15 @@ def grid(
     R, K, _, H, W = logits.shape
     cell_w, cell_h = W * scale + pad, H * scale + pad
     sheet = Image.new("RGB", (K * cell_w + pad, R * cell_h + pad), (90, 90, 90))
-    draw = ImageDraw.Draw(sheet)
     pictures = logits.detach().float().cpu()
     pictures = pictures if probabilities else torch.sigmoid(pictures)
     for r in range(R):
         for k in range(K):
-            offset = (pad + k * cell_w, pad + r * cell_h)
-            sheet.paste(_tile(pictures[r, k], scale), offset)
+            tile = _tile(pictures[r, k], scale)
+            draw = ImageDraw.Draw(tile)  # boxes drawn on the tile are clipped to it
             for b, colour in boxes:
-                _box(draw, b[r, k], scale, offset, colour)
+                _box(draw, b[r, k], scale, colour)
+            sheet.paste(tile, (pad + k * cell_w, pad + r * cell_h))
     return sheet
 
 
