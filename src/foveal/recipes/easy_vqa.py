@@ -40,7 +40,7 @@ class EasyVQAConfig(RunConfig):
     head: str = "stacked"  # none | spatial | dot | cosine | stacked
     hops: int = 2  # stacked head only
     dim: int = 64
-    k_dim: int = 64
+    k_dim: int = 16  # the additive score's joint size: 16 halves the stacked step time of 64 at equal accuracy here
     channels: tuple[int, ...] = (16, 32, 32, 32)
     grid: int = 16
     stem_stride: int = 1
@@ -162,7 +162,7 @@ RECIPES.register("easy-vqa")(
         build=build,
         presets={
             "quick": {"loop.steps": 600, "loop.eval_every": 0, "loop.ckpt_every": 200},
-            "full": {"loop.steps": 3000, "threads": 2},
+            "full": {"loop.steps": 2500, "loop.eval_every": 500, "threads": 2},
         },
     )
 )
