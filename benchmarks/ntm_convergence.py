@@ -45,7 +45,7 @@ def converge(recipe_name: str, seed: int, preset: str | None, sets: dict[str, st
     while step < args.max_steps and train_wall < args.budget:
         w0, c0 = time.perf_counter(), time.process_time()
         batch = task.collate(next(batches))
-        loss, _ = task.loss(model, batch)
+        loss, train = task.loss(model, batch)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         clip_gradients(model.parameters(), loop)
@@ -56,6 +56,9 @@ def converge(recipe_name: str, seed: int, preset: str | None, sets: dict[str, st
         if not math.isfinite(loss.item()):
             nan = True
             break
+        if args.verbose and step % 100 == 0:
+            level = int(curriculum.level) if curriculum is not None else 0
+            print(f"  seed {seed} step {step} wall {train_wall:.0f}s cpu {train_cpu:.0f}s level {level} {train}")
         top = curriculum is None or int(curriculum.level) == curriculum.n_levels - 1
         if top and step % args.check_every == 0:
             w0 = time.perf_counter()
@@ -94,6 +97,7 @@ def main() -> None:
     p.add_argument("--max-steps", type=int, default=100_000)
     p.add_argument("--check-every", type=int, default=50)
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--verbose", action="store_true", help="print the curriculum level every 100 steps")
     p.add_argument("--json", help="append one JSON line per seed to this file")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
