@@ -12,7 +12,9 @@ classifies. The parts, in the paper's names:
   ``h_l = ReLU(Linear(l))``;
 - core network: ``h_t = ReLU(Linear(h_{t-1}) + Linear(g_t))`` (or an LSTM);
 - location network: a Gaussian policy ``l_{t+1} ~ N(tanh(Linear(h_t)), std^2)`` with a fixed
-  ``std``; in eval mode the mean is taken;
+  ``std``, on a detached ``h_t`` (REINFORCE trains it alone; letting its gradient into the core
+  made the policy saturate at the image corners within a few hundred steps); in eval mode the
+  mean is taken;
 - baseline network ``b_t = Linear(h_t)`` (on a detached state), trained by mean squared error to
   predict the reward;
 - the classifier ``softmax(Linear(h_T))``.
@@ -201,7 +203,9 @@ class RAM(nn.Module):
         for _ in range(self.steps):
             h = state[0]
             if self.read == "hard":
-                mean = torch.tanh(self.locator(h))
+                # The policy reads a detached state: REINFORCE's noisy gradient trains the location network
+                # alone, and the core learns from the classification loss only.
+                mean = torch.tanh(self.locator(h.detach()))
                 baselines.append(self.baseline(h.detach()).squeeze(-1))
                 if sample:
                     noise = torch.randn(mean.shape, generator=generator, device=mean.device, dtype=mean.dtype)
