@@ -102,7 +102,9 @@ def test_grid_encoder_pools_to_the_grid_and_rejects_bad_sizes() -> None:
 
 
 def test_unknown_head_is_one_clear_error() -> None:
-    with pytest.raises(ValueError, match="choose from: cosine, dot, none, spatial, stacked"):
+    with pytest.raises(
+        ValueError, match=r"unknown VQA attention head .sparse.; choose from: cosine, dot, none, spatial, "
+    ):
         VQA(VOCAB, ANSWERS, head="sparse", **SMALL)
 
 
@@ -130,3 +132,14 @@ def test_image_index_shares_pictures_between_questions() -> None:
     copied = model(image[:2][index], question, length)
     torch.testing.assert_close(shared.logits, copied.logits)
     torch.testing.assert_close(shared.attention, copied.attention)
+
+
+def test_docs_example_adds_a_head() -> None:
+    # The python block of docs/vqa.md ("how to add an attention head") runs as written.
+    import re
+    from pathlib import Path
+
+    doc = Path(__file__).resolve().parents[2] / "docs" / "vqa.md"
+    (block,) = re.findall(r"```python\n(.*?)```", doc.read_text(), flags=re.DOTALL)
+    exec(compile(block, "docs/vqa.md", "exec"), {})
+    assert "spatial-linear" in VQA_HEADS
