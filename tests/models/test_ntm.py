@@ -84,6 +84,14 @@ def test_zero_input_and_long_sequence_stay_finite():
     assert all(torch.isfinite(t).all() for t in out)
 
 
+def test_output_from_reads_sees_only_the_read_vectors():
+    model = small(output_from="reads", n_read_heads=2)
+    assert model.out.in_features == 2 * 5
+    out = model(torch.rand(2, 4, 4), record=True)
+    memory, w = out.memory[:, -1], out.read_weights[:, -1]
+    torch.testing.assert_close(out.logits[:, -1], model.out((w @ memory).flatten(1)))
+
+
 def test_state_dict_round_trip():
     a, b = small(), small()
     b.load_state_dict(a.state_dict())
@@ -95,5 +103,7 @@ def test_registry_and_errors():
     assert MODELS.get("ntm") is NTM
     with pytest.raises(ValueError, match="controller"):
         small(controller="gru")
+    with pytest.raises(ValueError, match="output_from"):
+        small(output_from="controller")
     with pytest.raises(ValueError, match="x: expected"):
         small()(torch.zeros(2, 3, 5))

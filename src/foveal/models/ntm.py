@@ -28,6 +28,7 @@ from foveal.registry import MODELS
 
 CONTROLLERS = ("lstm", "feedforward")
 INITIAL_STATES = ("learned", "constant")
+OUTPUT_FROM = ("both", "reads")
 
 
 class NTMOutput(NamedTuple):
@@ -56,6 +57,8 @@ class NTM(nn.Module):
         memory_init: ``"constant"``, ``"learned"`` or ``"random"`` (see :class:`MemoryInit`).
         memory_value: the constant (and learned initial) memory value.
         initial_state: ``"learned"`` bias vectors or ``"constant"`` starting state.
+        output_from: ``"both"``: the output layer sees ``[h_t, r_t]``; ``"reads"``: only ``r_t``,
+            which leaves the controller no way to pass inputs to the output except through memory.
         eps: guard of the cosine similarity and the sharpening.
 
     Shape:
@@ -84,6 +87,7 @@ class NTM(nn.Module):
         memory_init: str = "constant",
         memory_value: float = 1e-6,
         initial_state: str = "learned",
+        output_from: str = "both",
         eps: float = 1e-8,
     ) -> None:
         super().__init__()
@@ -91,6 +95,8 @@ class NTM(nn.Module):
             raise ValueError(f"unknown controller {controller!r}; choose from: {', '.join(CONTROLLERS)}")
         if initial_state not in INITIAL_STATES:
             raise ValueError(f"unknown initial_state {initial_state!r}; choose from: {', '.join(INITIAL_STATES)}")
+        if output_from not in OUTPUT_FROM:
+            raise ValueError(f"unknown output_from {output_from!r}; choose from: {', '.join(OUTPUT_FROM)}")
         if n_read_heads < 1 or n_write_heads < 0:
             raise ValueError("an NTM needs at least one read head and no negative number of write heads")
         self.input_size, self.output_size = input_size, output_size
@@ -108,7 +114,9 @@ class NTM(nn.Module):
         self.heads = nn.Linear(
             controller_size, n_read_heads * self.read_param_size + n_write_heads * self.write_param_size
         )
-        self.out = nn.Linear(controller_size + n_read_heads * n_cols, output_size)
+        self.output_from = output_from
+        out_in = n_read_heads * n_cols + (controller_size if output_from == "both" else 0)
+        self.out = nn.Linear(out_in, output_size)
         self.memory_init = MemoryInit(n_rows, n_cols, kind=memory_init, value=memory_value)
 
         # The starting state of every sequence. Weightings are stored as logits and start peaked on
@@ -163,7 +171,8 @@ class NTM(nn.Module):
             p = split_head_params(raw_read.view(batch, Hr, -1), self.n_cols, self.n_shifts, write=False)
             w_read = address(p.key, p.beta, p.gate, p.shift, p.gamma, memory, w_read, self.eps)
             reads = read(memory, w_read)
-            logits.append(self.out(torch.cat([h, reads.flatten(1)], dim=-1)))
+            out_in = torch.cat([h, reads.flatten(1)], dim=-1) if self.output_from == "both" else reads.flatten(1)
+            logits.append(self.out(out_in))
             if record:
                 read_ws.append(w_read)
                 write_ws.append(w_write)
