@@ -81,7 +81,7 @@ def ref_forward(model: DRAW, x: Tensor, noise: Tensor) -> dict[str, Tensor]:
     C, (H, W) = model.channels, model.image_size
     h_enc = c_enc = x.new_zeros(B, model.encoder.hidden_size)
     h_dec = c_dec = x.new_zeros(B, model.decoder.hidden_size)
-    canvas = x.new_zeros(B, C, H, W)
+    canvas = model.canvas0.expand(B, C, H, W)  # c_0
     kl = x.new_zeros(B)
     log_q_minus_log_p = x.new_zeros(B)
     canvases, zs = [], []
@@ -190,6 +190,8 @@ def test_forward_matches_reference_every_step(attention):
     model = tiny(attention).double()
     if attention:
         randomise_heads(model)
+    with torch.no_grad():
+        model.canvas0.normal_()
     x = binary(2, 1, 6, 5)
     noise = torch.randn(model.steps, 2, model.z_size, dtype=torch.float64)
     out = model(x, noise=noise, return_steps=True)

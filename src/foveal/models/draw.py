@@ -106,6 +106,7 @@ class DRAW(nn.Module):
         attention: True for the Gaussian read and write heads, False for whole-image ones.
         read_size: ``N`` of the read grid (``N x N`` glimpse per channel and image).
         write_size: ``N`` of the write grid.
+        learn_canvas: learn the start canvas ``c_0`` (initialised to 0); False keeps ``c_0 = 0``.
 
     Shape:
         - x: ``(B, C, H, W)``, binary (0 or 1) values
@@ -139,6 +140,7 @@ class DRAW(nn.Module):
         attention: bool = True,
         read_size: int = 2,
         write_size: int = 5,
+        learn_canvas: bool = True,
     ) -> None:
         super().__init__()
         H, W = image_size
@@ -151,6 +153,14 @@ class DRAW(nn.Module):
         self.attention = attention
         self.read_size = read_size
         self.write_size = write_size
+        # c_0: a learned image (zero at the start) or the constant 0. The whole-image writer has a
+        # per-pixel bias and learns the mean image at once; the 5 x 5 attentive writer has none.
+        # A learned c_0 gives both the same start.
+        canvas0 = torch.zeros(channels, H, W)
+        if learn_canvas:
+            self.canvas0 = nn.Parameter(canvas0)
+        else:
+            self.register_buffer("canvas0", canvas0)
         pixels = channels * H * W
         read_dim = 2 * channels * read_size**2 if attention else 2 * pixels
         write_dim = channels * write_size**2 if attention else pixels
@@ -164,19 +174,24 @@ class DRAW(nn.Module):
             self.write_head = nn.Linear(dec_size, 5)
             self._init_heads()
 
-    def _init_heads(self, smooth: bool = True) -> None:
-        # Both heads start centred with delta~ = 1 (the grid spans the image) and gamma = 1, with
-        # small weights, so early steps see the whole image rather than a random corner. With
-        # ``smooth``, sigma starts at half the stride, so the filters tile the image instead of
-        # sampling N^2 isolated pixels (sigma^2 = 1).
+    def _init_heads(self) -> None:
+        # Both heads start centred with delta~ = 1 (the grid spans the image), small weights, and
+        # sigma = stride / 2, so the filters tile the image (sigma^2 = 1 would sample N^2 isolated
+        # pixels), so early steps see the whole image rather than a random corner. The read starts
+        # at gamma = 1 (each glimpse value is a weighted mean of pixels: unit gain). Normalised
+        # filters spread a write patch value over ~stride^2 pixels, so the write starts at
+        # 1 / gamma = stride^2: a unit patch value adds about one unit of logit where it lands.
+        # (Adam moves a bias by about lr per step: from log gamma = 0 the writer would need
+        # thousands of steps to reach that gain on its own.)
         H, W = self.image_size
         for head, N in ((self.read_head, self.read_size), (self.write_head, self.write_size)):
+            stride = (max(H, W) - 1) / max(N - 1, 1)
             nn.init.normal_(head.weight, std=1e-3)
             nn.init.zeros_(head.bias)
-            if smooth:
-                stride = (max(H, W) - 1) / max(N - 1, 1)
-                with torch.no_grad():
-                    head.bias[2] = 2 * math.log(stride / 2)
+            with torch.no_grad():
+                head.bias[2] = 2 * math.log(stride / 2)  # log sigma^2
+                if head is self.write_head:
+                    head.bias[4] = -2 * math.log(stride)  # log gamma
 
     # -- the two heads --------------------------------------------------------------------------
 
@@ -292,7 +307,7 @@ class DRAW(nn.Module):
         dec_out = b_dec.expand(B, -1)  # W_dec h_dec_0 + b with h_dec_0 = 0
         _, _, read_p, enc_from_dec, dec_rec = self._split_dec(dec_out, splits)
         enc_rec = enc_out[:, 2 * Z :]
-        canvas = x.new_zeros(B, self.channels, H, W)
+        canvas = self.canvas0.expand(B, -1, -1, -1)
         # Per-step Q statistics and z are kept and the KL terms computed once after the loop:
         # the same numbers in a handful of vectorised ops instead of a dozen per step.
         stats, zs = [], []
@@ -349,13 +364,12 @@ class DRAW(nn.Module):
             - output: :class:`Generation`, canvases ``(T, n, C, H, W)``
         """
         p = next(self.parameters())
-        H, W = self.image_size
         if z is None:
             z = torch.randn(self.steps, n, self.z_size, generator=generator, device=p.device, dtype=p.dtype)
         check_shape("z", z, (self.steps, n, self.z_size))
         h = p.new_zeros(n, self.decoder.hidden_size)
         c = p.new_zeros(n, self.decoder.hidden_size)
-        canvas = p.new_zeros(n, self.channels, H, W)
+        canvas = self.canvas0.expand(n, -1, -1, -1)
         canvases, write_params = [], []
         for t in range(self.steps):
             h, c = self.decoder(z[t], (h, c))
