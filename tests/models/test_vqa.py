@@ -30,7 +30,7 @@ def test_registered() -> None:
 @pytest.mark.parametrize(("head", "hops"), HEADS)
 def test_forward_shapes_finite_and_weights_are_distributions(head: str, hops: int) -> None:
     model = VQA(VOCAB, ANSWERS, head=head, hops=hops, **SMALL)
-    logits, attention = model(*inputs())
+    logits, attention = model(*inputs())[:2]
     assert logits.shape == (3, ANSWERS) and torch.isfinite(logits).all()
     if head == "none":
         assert attention is None
@@ -103,7 +103,7 @@ def test_grid_encoder_pools_to_the_grid_and_rejects_bad_sizes() -> None:
 
 def test_unknown_head_is_one_clear_error() -> None:
     with pytest.raises(
-        ValueError, match=r"unknown VQA attention head .sparse.; choose from: cosine, dot, none, spatial, "
+        ValueError, match=r"unknown VQA attention head .sparse.; choose from: .*cosine, .*dot, .*none, .*spatial, "
     ):
         VQA(VOCAB, ANSWERS, head="sparse", **SMALL)
 

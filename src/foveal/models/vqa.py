@@ -18,15 +18,31 @@ New heads are added to :data:`VQA_HEADS` (see ``docs/vqa.md``).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import NamedTuple, Protocol
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
-from torch.nn.utils.rnn import pack_padded_sequence
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from foveal._checks import check_shape
-from foveal.attention import SpatialAttention, StackedAttention
-from foveal.attention.coords import AddCoords
+from foveal.attention import (
+    Additive,
+    AlternatingCoAttention,
+    ChannelAttention,
+    CrossLayerAttention,
+    GridBiLSTM,
+    HopCoAttention,
+    ParallelCoAttention,
+    ResidualSelfAttention,
+    SpatialAttention,
+    StackedAttention,
+    TransformerFusion,
+    box_weights,
+)
+from foveal.attention.coattention import masked_mean
+from foveal.attention.coords import AddCoords, add_coords
 from foveal.attention.grid import flatten_grid
 from foveal.registry import MODELS, Registry
 
@@ -34,13 +50,24 @@ from foveal.registry import MODELS, Registry
 class HeadOutput(NamedTuple):
     """What a VQA head returns: the fused vector and one attention map per hop (None: no attention).
 
+    The heads of the seed 002 family (:class:`FamilyHead`) fill the optional maps too.
+
     Shape:
         - phi: ``(B, d)``
         - weights: ``(B, hops, N)`` or None
+        - word_weights: ``(B, S, T)``, the question-word weights of each step, or None
+        - channel_weights: ``(B, d)``, channel attention's weights, or None
+        - layer_weights: ``(B, L)``, cross-layer attention's weight of each CNN layer, or None
+        - regions: ``(B, N, d)``, the region vectors as the head saw them (contextualised,
+          channel-scaled...), pooled inside the candidate boxes of pointing questions; None = ``V``
     """
 
     phi: Tensor
     weights: Tensor | None
+    word_weights: Tensor | None = None
+    channel_weights: Tensor | None = None
+    layer_weights: Tensor | None = None
+    regions: Tensor | None = None
 
 
 class HeadFactory(Protocol):
@@ -108,6 +135,186 @@ def _stacked_head(dim: int, *, k_dim: int, hops: int) -> nn.Module:
     return StackedHead(StackedAttention(dim, k_dim=k_dim, hops=hops))
 
 
+# --- The seed 002 family: heads that also read the question's words or the CNN's layers -------------
+
+
+class FamilyHead(nn.Module):
+    """Base of the heads that read more than ``(V, v_Q)``: the question's words and the CNN's layers.
+
+    :class:`VQA` calls them as ``head(V, v_Q, words, word_mask, layers)``; a subclass registered in
+    :data:`VQA_HEADS` is built as ``cls(dim, k_dim=..., hops=..., layer_dims=..., heads=...)``.
+
+    Shape:
+        - V: ``(B, N, d)``; v_Q: ``(B, d)``
+        - words: ``(B, T, d)``, the question encoder's state at every word; word_mask: bool ``(B, T)``
+        - layers: each CNN block's output map ``(B, C_l, h_l, w_l)``, the last one the grid of ``V``
+        - output: :class:`HeadOutput`
+    """
+
+    def forward(self, V: Tensor, v_Q: Tensor, words: Tensor, word_mask: Tensor, layers: Sequence[Tensor]) -> HeadOutput:
+        raise NotImplementedError
+
+
+@VQA_HEADS.register("channel")
+class ChannelHead(FamilyHead):
+    """SCA-CNN's channel-then-spatial order: question-conditioned channel weights, then ``hops`` stacked hops."""
+
+    def __init__(self, dim: int, *, k_dim: int, hops: int, **_: object) -> None:
+        super().__init__()
+        self.channel = ChannelAttention(dim, k_dim=k_dim)
+        self.spatial = StackedAttention(dim, k_dim=k_dim, hops=hops)
+
+    def forward(self, V, v_Q, words, word_mask, layers) -> HeadOutput:
+        V_c, beta = self.channel(V, v_Q)
+        phi, weights = self.spatial(V_c, v_Q)
+        return HeadOutput(phi, weights, channel_weights=beta, regions=V_c)
+
+
+@VQA_HEADS.register("cross-layer")
+class CrossLayerHead(FamilyHead):
+    """Attention across the CNN's layers, ``phi = output + v_Q``; one map per layer, resampled to the grid.
+
+    Each layer's map ``alpha_l`` is area-resampled onto the last layer's grid and renormalised, so
+    ``weights[:, l]`` is where layer ``l`` looked; ``layer_weights`` holds ``gamma_l``.
+    """
+
+    def __init__(self, dim: int, *, k_dim: int, hops: int, layer_dims: Sequence[int], **_: object) -> None:
+        super().__init__()
+        self.attention = CrossLayerAttention(dim, layer_dims=layer_dims, k_dim=k_dim)
+
+    def forward(self, V, v_Q, words, word_mask, layers) -> HeadOutput:
+        output, gamma, alphas = self.attention([flatten_grid(layer) for layer in layers], v_Q)
+        grid = layers[-1].shape[-2:]
+        maps = []
+        for alpha, layer in zip(alphas, layers, strict=True):
+            resampled = F.adaptive_avg_pool2d(alpha.view(-1, 1, *layer.shape[-2:]), grid).flatten(1)
+            maps.append(resampled / resampled.sum(-1, keepdim=True).clamp_min(torch.finfo(alpha.dtype).tiny))
+        return HeadOutput(output + v_Q, torch.stack(maps, 1), layer_weights=gamma)
+
+
+class HopCoAttentionHead(FamilyHead):
+    """``hops`` hops of attention over regions and words (:class:`foveal.attention.HopCoAttention`)."""
+
+    joint = False
+
+    def __init__(self, dim: int, *, k_dim: int, hops: int, **_: object) -> None:
+        super().__init__()
+        self.attention = HopCoAttention(dim, hops=hops, k_dim=k_dim, joint=self.joint)
+
+    def forward(self, V, v_Q, words, word_mask, layers) -> HeadOutput:
+        out = self.attention(V, words, word_mask, v_Q)
+        return HeadOutput(out.output, out.weights, word_weights=out.word_weights)
+
+
+@VQA_HEADS.register("coattention-independent")
+class IndependentCoAttentionHead(HopCoAttentionHead):
+    """Independent conditioning: per hop the question attends to the regions, the image to the words."""
+
+
+@VQA_HEADS.register("coattention-joint")
+class JointCoAttentionHead(HopCoAttentionHead):
+    """Joint conditioning: both attentions of a hop are conditioned on the sum of the two states."""
+
+    joint = True
+
+
+class OneStepCoAttentionHead(FamilyHead):
+    """A one-step co-attention module, ``phi = image + question + v_Q`` (seed 002's ``+ v_Q`` residual)."""
+
+    def __init__(self, attention: nn.Module) -> None:
+        super().__init__()
+        self.attention = attention
+
+    def forward(self, V, v_Q, words, word_mask, layers) -> HeadOutput:
+        out = self.attention(V, words, word_mask)
+        return HeadOutput(out.output + v_Q, out.weights, word_weights=out.word_weights)
+
+
+@VQA_HEADS.register("coattention-parallel")
+class ParallelMaxHead(OneStepCoAttentionHead):
+    """Parallel co-attention, affinity pooled by a max (parameter-free)."""
+
+    def __init__(self, dim: int, *, k_dim: int, hops: int, **_: object) -> None:
+        super().__init__(ParallelCoAttention(dim, pool="max", k_dim=k_dim))
+
+
+@VQA_HEADS.register("coattention-parallel-learned")
+class ParallelLearnedHead(OneStepCoAttentionHead):
+    """Parallel co-attention, affinity pooled by Lu et al.'s small network."""
+
+    def __init__(self, dim: int, *, k_dim: int, hops: int, **_: object) -> None:
+        super().__init__(ParallelCoAttention(dim, pool="learned", k_dim=k_dim))
+
+
+@VQA_HEADS.register("coattention-alternating")
+class AlternatingHead(OneStepCoAttentionHead):
+    """Alternating co-attention: summarise the question, attend to the image, attend to the question."""
+
+    def __init__(self, dim: int, *, k_dim: int, hops: int, **_: object) -> None:
+        super().__init__(AlternatingCoAttention(dim, k_dim=k_dim))
+
+
+class ContextStackedHead(FamilyHead):
+    """Contextualise the regions (every region sees the rest of the image), then ``hops`` stacked hops."""
+
+    def __init__(self, context: nn.Module, dim: int, *, k_dim: int, hops: int) -> None:
+        super().__init__()
+        self.context = context
+        self.spatial = StackedAttention(dim, k_dim=k_dim, hops=hops)
+
+    def forward(self, V, v_Q, words, word_mask, layers) -> HeadOutput:
+        V_c = self.context(V).output
+        phi, weights = self.spatial(V_c, v_Q)
+        return HeadOutput(phi, weights, regions=V_c)
+
+
+@VQA_HEADS.register("context-bilstm")
+class BiLSTMContextHead(ContextStackedHead):
+    """A BiLSTM over the grid (row-major), then stacked attention."""
+
+    def __init__(self, dim: int, *, k_dim: int, hops: int, **_: object) -> None:
+        super().__init__(GridBiLSTM(dim), dim, k_dim=k_dim, hops=hops)
+
+
+@VQA_HEADS.register("context-self")
+class SelfContextHead(ContextStackedHead):
+    """Residual self-attention over the regions, then stacked attention."""
+
+    def __init__(self, dim: int, *, k_dim: int, hops: int, **_: object) -> None:
+        super().__init__(ResidualSelfAttention(dim, k_dim=k_dim), dim, k_dim=k_dim, hops=hops)
+
+
+@VQA_HEADS.register("transformer")
+class TransformerHead(FamilyHead):
+    """``hops`` :class:`foveal.attention.TransformerFusion` blocks, then one additive read-out hop.
+
+    The read-out query is the mean of the fused real words ``q``; ``phi = v_filt + q``. Maps: block
+    ``k``'s words -> image weights averaged over heads and real words, then the read-out's map
+    (``hops + 1`` maps); word weights: block ``k``'s image -> words weights averaged over heads
+    and regions.
+    """
+
+    def __init__(self, dim: int, *, k_dim: int, hops: int, heads: int = 4, **_: object) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList(TransformerFusion(dim, heads=heads) for _ in range(hops))
+        self.readout = SpatialAttention(dim, dim, k_dim)
+
+    def forward(self, V, v_Q, words, word_mask, layers) -> HeadOutput:
+        x, y = V, words
+        real = word_mask.to(V.dtype)
+        image_maps, word_maps = [], []
+        for block in self.blocks:
+            out = block(x, y, word_mask)
+            x, y = out.output, out.question
+            per_word = out.weights.mean(1)  # (B, T, N)
+            image_maps.append((real.unsqueeze(-1) * per_word).sum(1) / real.sum(1, keepdim=True).clamp_min(1.0))
+            word_maps.append(out.image_to_words.mean((1, 2)))  # (B, T)
+        q = masked_mean(y, word_mask)
+        v_filt, alpha = self.readout(x, q)
+        weights = torch.stack([*image_maps, alpha], 1)
+        return HeadOutput(v_filt + q, weights, word_weights=torch.stack(word_maps, 1), regions=x)
+
+
 class GridEncoder(nn.Module):
     """A small CNN from image to feature map: 3x3 conv, BatchNorm, ReLU blocks, 2x2 max-pooling after
     each block until the map is ``grid`` cells wide.
@@ -153,6 +360,30 @@ class GridEncoder(nn.Module):
         check_shape("image", image, (None, 3, self.image_size, self.image_size))
         return self.net(image)
 
+    @property
+    def cell_size(self) -> int:
+        """Pixels per grid cell: the grid covers the top-left ``grid * cell_size`` pixels (pooling floors)."""
+        pools = sum(isinstance(m, nn.MaxPool2d) for m in self.net)
+        return self.net[int(isinstance(self.net[0], AddCoords))].stride[0] * 2**pools
+
+    def block_outputs(self, image: Tensor) -> list[Tensor]:
+        """The output map of every block (after its pooling); the last one is :meth:`forward`'s output.
+
+        Shape:
+            - image: ``(B, 3, image_size, image_size)``
+            - output: ``len(channels)`` maps ``(B, channels[l], h_l, w_l)``
+        """
+        check_shape("image", image, (None, 3, self.image_size, self.image_size))
+        outputs, x, modules = [], image, list(self.net)
+        for i, module in enumerate(modules):
+            x = module(x)
+            block_ends = isinstance(module, nn.MaxPool2d) or (
+                isinstance(module, nn.ReLU) and not (i + 1 < len(modules) and isinstance(modules[i + 1], nn.MaxPool2d))
+            )
+            if block_ends:
+                outputs.append(x)
+        return outputs
+
 
 class QuestionEncoder(nn.Module):
     """Word embeddings and an LSTM; the question vector is the final state(s).
@@ -181,18 +412,54 @@ class QuestionEncoder(nn.Module):
         _, (h_n, _) = self.lstm(packed)  # h_n: (directions, B, hidden); [0] forward, [1] backward
         return torch.cat(list(h_n), dim=-1)
 
+    def states(self, question: Tensor, length: Tensor) -> QuestionStates:
+        """The question vector of :meth:`forward` and the LSTM's state at every word.
+
+        Shape:
+            - question: int64 ``(B, L)``; length: int64 ``(B,)``
+            - output: :class:`QuestionStates`, vector ``(B, dim)``, words ``(B, L, dim)`` (zero after
+              ``length``; BiLSTM: forward then backward state), mask bool ``(B, L)``
+        """
+        sizes = check_shape("question", question, ("B", "L"))
+        check_shape("length", length, ("B",), sizes)
+        packed = pack_padded_sequence(self.embed(question), length.cpu(), batch_first=True, enforce_sorted=False)
+        outputs, (h_n, _) = self.lstm(packed)
+        words, _ = pad_packed_sequence(outputs, batch_first=True, total_length=question.shape[1])
+        mask = torch.arange(question.shape[1], device=question.device) < length.unsqueeze(1)
+        return QuestionStates(torch.cat(list(h_n), dim=-1), words, mask)
+
+
+class QuestionStates(NamedTuple):
+    """The question as one vector (``v_Q``) and as one state per word, with the real-word mask.
+
+    Shape:
+        - vector: ``(B, dim)``; words: ``(B, L, dim)``; mask: bool ``(B, L)``, True = real word
+    """
+
+    vector: Tensor
+    words: Tensor
+    mask: Tensor
+
 
 class VQAOutput(NamedTuple):
-    """``(logits, attention)``.
+    """The answer logits and every map the head computed.
 
     Shape:
         - logits: ``(B, num_answers)``
         - attention: ``(B, hops, N)`` (one map per hop over the ``N = h w`` grid cells, row-major),
           or None for the ``none`` head
+        - word_weights: ``(B, S, T)``, weights over the question's words per step, or None
+        - channel_weights: ``(B, dim)`` for the ``channel`` head, else None
+        - layer_weights: ``(B, L)`` for the ``cross-layer`` head, else None
+        - candidate_logits: ``(B, K)``, a score per candidate box when ``boxes`` were given, else None
     """
 
     logits: Tensor
     attention: Tensor | None
+    word_weights: Tensor | None = None
+    channel_weights: Tensor | None = None
+    layer_weights: Tensor | None = None
+    candidate_logits: Tensor | None = None
 
 
 @MODELS.register("vqa")
@@ -202,34 +469,54 @@ class VQA(nn.Module):
     Args:
         vocab_size: question vocabulary size (token 0 is padding).
         num_answers: number of answer classes.
-        head: a name in :data:`VQA_HEADS`: ``none``, ``spatial``, ``dot``, ``cosine``, ``stacked``.
-        hops: attention hops of the ``stacked`` head.
+        head: a name in :data:`VQA_HEADS`: ``none``, ``spatial``, ``dot``, ``cosine``, ``stacked``, and
+            the seed 002 family: ``channel``, ``cross-layer``, ``coattention-independent``,
+            ``coattention-joint``, ``coattention-parallel``, ``coattention-parallel-learned``,
+            ``coattention-alternating``, ``context-bilstm``, ``context-self``, ``transformer``.
+        hops: attention hops of the ``stacked`` head (and of ``channel``, ``coattention-independent``
+            and ``-joint``, ``context-*``); transformer blocks of ``transformer``.
         dim: ``d``, the size of region vectors, ``v_Q`` and ``phi``.
         k_dim: joint-embedding size of the additive score.
         channels: CNN block widths (see :class:`GridEncoder`).
         grid: the CNN output map is ``grid x grid`` regions.
         coords: CoordConv input channels.
+        grid_coords: append each grid cell's ``(x, y)`` to its feature before the projection to ``d``
+            (:func:`foveal.attention.add_coords`), so every region vector says where it is.
         embed_dim: word-embedding size.
         bidirectional: BiLSTM question encoder (seed 002) or one-way LSTM (seed 000).
         mlp_hidden: hidden width of the answer MLP.
         image_size: input height and width.
+        pointing: add the candidate-box scorer (pass ``boxes`` to :meth:`forward`).
+        heads: attention heads of the ``transformer`` head.
+
+    Pointing (Visual7W "which" answers): each candidate box pools the regions the head saw with
+    :func:`foveal.attention.box_weights`, and an additive score compares it with ``phi``:
+    ``s_k = w^T tanh(W_c c_k + W_p phi + b)``; the loss is a cross-entropy over the ``K`` candidates.
 
     Shape:
         - image: ``(B, 3, image_size, image_size)``
         - question: int64 ``(B, L)`` padded with 0; length: int64 ``(B,)``
         - image_index: optional int64 ``(B,)``; then ``image`` is ``(I, 3, size, size)`` and question
           ``b`` is about ``image[image_index[b]]``
+        - boxes: optional float ``(B, K, 4)``, candidate boxes ``(x0, y0, x1, y1)`` in pixels
         - output: :class:`VQAOutput`, logits ``(B, num_answers)``, attention ``(B, hops, grid * grid)``
 
     Convention:
         Attention weights index the grid row-major (``i = row * grid + col``), row 0 at the top of
-        the image, as :func:`foveal.attention.grid.flatten_grid` unfolds it.
+        the image, as :func:`foveal.attention.grid.flatten_grid` unfolds it. Boxes are pixels,
+        half-open, ``x`` right and ``y`` down; the grid covers the top-left ``grid * cell_size``
+        pixels of the image (max-pooling floors odd sizes), and boxes are pooled on that extent.
 
     Example:
         >>> model = VQA(20, 13, head="stacked", hops=2, dim=16, k_dim=8, channels=(4, 4), grid=16)
         >>> out = model(torch.randn(2, 3, 64, 64), torch.tensor([[3, 4, 0], [5, 6, 7]]), torch.tensor([2, 3]))
         >>> out.logits.shape, out.attention.shape
         (torch.Size([2, 13]), torch.Size([2, 2, 256]))
+        >>> model = VQA(20, 12, head="coattention-alternating", dim=16, k_dim=8, channels=(4, 4), pointing=True)
+        >>> out = model(torch.randn(2, 3, 64, 64), torch.tensor([[3, 4, 0], [5, 6, 7]]), torch.tensor([2, 3]),
+        ...             boxes=torch.tensor([[[0.0, 0, 8, 8], [8, 8, 16, 16], [0, 8, 8, 16], [40, 40, 50, 50]]] * 2))
+        >>> out.candidate_logits.shape, out.word_weights.shape
+        (torch.Size([2, 4]), torch.Size([2, 2, 3]))
     """
 
     def __init__(
@@ -244,26 +531,64 @@ class VQA(nn.Module):
         channels: tuple[int, ...] = (16, 32, 32, 32),
         grid: int = 16,
         coords: bool = True,
+        grid_coords: bool = False,
         stem_stride: int = 1,
         embed_dim: int = 32,
         bidirectional: bool = True,
         mlp_hidden: int = 64,
         image_size: int = 64,
+        pointing: bool = False,
+        heads: int = 4,
     ) -> None:
         super().__init__()
-        self.head_name, self.grid = head, grid
+        self.head_name, self.grid, self.grid_coords = head, grid, grid_coords
         self.image_encoder = GridEncoder(
             tuple(channels), image_size=image_size, grid=grid, coords=coords, stem_stride=stem_stride
         )
-        self.project = nn.Linear(channels[-1], dim)
+        self.project = nn.Linear(channels[-1] + 2 * grid_coords, dim)
         self.question_encoder = QuestionEncoder(vocab_size, dim, embed_dim=embed_dim, bidirectional=bidirectional)
-        self.head = VQA_HEADS.get(head)(dim, k_dim=k_dim, hops=hops)
+        factory = VQA_HEADS.get(head)
+        if isinstance(factory, type) and issubclass(factory, FamilyHead):
+            self.head = factory(dim, k_dim=k_dim, hops=hops, layer_dims=tuple(channels), heads=heads)
+        else:
+            self.head = factory(dim, k_dim=k_dim, hops=hops)
         self.classifier = nn.Sequential(nn.Linear(dim, mlp_hidden), nn.ReLU(), nn.Linear(mlp_hidden, num_answers))
+        self.pointer = Additive(dim, dim, k_dim) if pointing else None
+        self.covered = grid * self.image_encoder.cell_size  # pixels the grid covers, per side
 
-    def forward(self, image: Tensor, question: Tensor, length: Tensor, image_index: Tensor | None = None) -> VQAOutput:
-        V = self.project(flatten_grid(self.image_encoder(image)))  # (I, N, d)
+    def forward(
+        self,
+        image: Tensor,
+        question: Tensor,
+        length: Tensor,
+        image_index: Tensor | None = None,
+        boxes: Tensor | None = None,
+    ) -> VQAOutput:
+        family = isinstance(self.head, FamilyHead)
+        layers = self.image_encoder.block_outputs(image) if family else [self.image_encoder(image)]
+        grid_map = add_coords(layers[-1]) if self.grid_coords else layers[-1]
+        V = self.project(flatten_grid(grid_map))  # (I, N, d)
         if image_index is not None:  # several questions per picture: encode each picture once
             V = V[image_index]  # (B, N, d)
-        v_Q = self.question_encoder(question, length)  # (B, d)
-        phi, weights = self.head(V, v_Q)
-        return VQAOutput(self.classifier(phi), weights)
+            layers = [layer[image_index] for layer in layers] if family else layers
+        if family:
+            v_Q, words, word_mask = self.question_encoder.states(question, length)
+            out = self.head(V, v_Q, words, word_mask, layers)
+        else:
+            out = self.head(V, self.question_encoder(question, length))
+        candidate_logits = None
+        if boxes is not None:
+            if self.pointer is None:
+                raise ValueError("boxes given to a VQA model built without pointing=True")
+            check_shape("boxes", boxes, (V.shape[0], None, 4))
+            regions = V if out.regions is None else out.regions
+            candidates = box_weights(boxes, (self.covered, self.covered), (self.grid, self.grid)) @ regions
+            candidate_logits = self.pointer(out.phi.unsqueeze(1), candidates).squeeze(1)  # (B, K)
+        return VQAOutput(
+            self.classifier(out.phi),
+            out.weights,
+            out.word_weights,
+            out.channel_weights,
+            out.layer_weights,
+            candidate_logits,
+        )

@@ -1,0 +1,161 @@
+"""Every registered VQA head (the seed 002 family included): shapes, no NaN, gradients, state_dict, pointing."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from foveal.models.vqa import VQA, VQA_HEADS, FamilyHead, GridEncoder, QuestionEncoder
+
+VOCAB, ANSWERS, SIZE, GRID = 20, 12, 32, 8
+TINY = {"dim": 16, "k_dim": 8, "channels": (4, 6), "grid": GRID, "embed_dim": 8, "mlp_hidden": 16, "heads": 2}
+HEADS = VQA_HEADS.names()
+# A constant added to every logit of a softmax changes nothing, so the output bias of a score that feeds
+# a softmax (an additive score's w_a.bias, alternating co-attention's summary_score.2.bias) gets an exactly
+# zero gradient by construction; every other parameter must get a nonzero one.
+SHIFT_INVARIANT = ("w_a.bias", "summary_score.2.bias")
+
+
+def inputs(batch: int = 3, seed: int = 0) -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    length = torch.tensor([5, 2, 7, 3, 6][:batch])
+    question = torch.randint(1, VOCAB, (batch, 7), generator=g)
+    question[torch.arange(7) >= length[:, None]] = 0
+    corner = torch.randint(0, SIZE - 8, (batch, 4, 2), generator=g).float()
+    boxes = torch.cat([corner, corner + 8], dim=-1)
+    return {
+        "image": torch.randn(2, 3, SIZE, SIZE, generator=g),
+        "question": question,
+        "length": length,
+        "image_index": torch.tensor([0, 1, 0, 1, 1][:batch]),
+        "boxes": boxes,
+    }
+
+
+def build(head: str, hops: int = 2, **options) -> VQA:
+    return VQA(
+        VOCAB, ANSWERS, head=head, hops=hops, image_size=SIZE, pointing=True, grid_coords=True, **TINY, **options
+    )
+
+
+def test_the_seed_002_family_is_registered() -> None:
+    family = {
+        "channel",
+        "cross-layer",
+        "coattention-independent",
+        "coattention-joint",
+        "coattention-parallel",
+        "coattention-parallel-learned",
+        "coattention-alternating",
+        "context-bilstm",
+        "context-self",
+        "transformer",
+    }
+    assert family <= set(HEADS)
+    assert all(issubclass(VQA_HEADS.get(name), FamilyHead) for name in family)
+
+
+@pytest.mark.parametrize("head", HEADS)
+def test_shapes_distributions_and_no_nan(head: str) -> None:
+    torch.manual_seed(0)
+    x = inputs()
+    out = build(head)(**x)
+    assert out.logits.shape == (3, ANSWERS) and out.candidate_logits.shape == (3, 4)
+    for name, value in out._asdict().items():
+        assert value is None or torch.isfinite(value).all(), name
+    if head == "none":
+        assert out.attention is None
+    else:
+        assert out.attention.shape[0] == 3 and out.attention.shape[-1] == GRID * GRID
+        assert (out.attention >= 0).all()
+        torch.testing.assert_close(out.attention.sum(-1), torch.ones(out.attention.shape[:2]))
+    if out.word_weights is not None:
+        padded = torch.arange(7) >= x["length"][:, None]
+        assert out.word_weights.shape[::2] == (3, 7)
+        assert (out.word_weights.transpose(0, 1)[:, padded] == 0).all()  # padding gets no weight
+        torch.testing.assert_close(out.word_weights.sum(-1), torch.ones(out.word_weights.shape[:2]))
+    if head == "channel":
+        assert out.channel_weights.shape == (3, TINY["dim"])
+    if head == "cross-layer":
+        assert out.layer_weights.shape == (3, len(TINY["channels"]))
+
+
+def test_maps_have_the_documented_steps() -> None:
+    x = inputs()
+    assert build("stacked", hops=3)(**x).attention.shape[1] == 3
+    assert build("transformer", hops=2)(**x).attention.shape[1] == 3  # two blocks and the read-out
+    assert build("coattention-alternating")(**x).word_weights.shape[1] == 2  # summary, then final
+    assert build("cross-layer")(**x).attention.shape[1] == len(TINY["channels"])  # one map per layer
+
+
+@pytest.mark.parametrize("head", HEADS)
+def test_every_parameter_gets_a_gradient(head: str) -> None:
+    torch.manual_seed(0)
+    model = build(head)
+    out = model(**inputs())
+    loss = F.cross_entropy(out.logits, torch.tensor([0, 5, 11])) + F.cross_entropy(
+        out.candidate_logits, torch.tensor([0, 3, 1])
+    )
+    loss.backward()
+    for name, p in model.named_parameters():
+        assert p.grad is not None and torch.isfinite(p.grad).all(), name
+        if not name.endswith(SHIFT_INVARIANT):
+            assert p.grad.abs().sum() > 0, name
+
+
+@pytest.mark.parametrize("head", HEADS)
+def test_state_dict_round_trip(head: str) -> None:
+    torch.manual_seed(0)
+    model = build(head).eval()
+    torch.manual_seed(1)
+    clone = build(head).eval()
+    clone.load_state_dict(model.state_dict())
+    x = inputs()
+    a, b = model(**x), clone(**x)
+    assert torch.equal(a.logits, b.logits) and torch.equal(a.candidate_logits, b.candidate_logits)
+
+
+@pytest.mark.parametrize("head", ["stacked", "coattention-parallel", "transformer"])
+def test_image_index_equals_repeating_the_images(head: str) -> None:
+    model = build(head).eval()
+    x = inputs()
+    repeated = dict(x, image=x["image"][x["image_index"]], image_index=None)
+    torch.testing.assert_close(model(**x).candidate_logits, model(**repeated).candidate_logits)
+
+
+def test_candidate_scores_read_the_regions_inside_each_box() -> None:
+    model = build("stacked").eval()
+    x = inputs()
+    before = model(**x).candidate_logits
+    moved = x["boxes"].clone()
+    moved[:, 2] = torch.tensor([SIZE - 8.0, SIZE - 8.0, SIZE, SIZE])  # candidate 2 moves, the others stay
+    after = model(**dict(x, boxes=moved)).candidate_logits
+    torch.testing.assert_close(after[:, [0, 1, 3]], before[:, [0, 1, 3]])
+    assert not torch.allclose(after[:, 2], before[:, 2])
+
+
+def test_boxes_need_the_pointer() -> None:
+    model = VQA(VOCAB, ANSWERS, head="none", image_size=SIZE, **TINY)
+    with pytest.raises(ValueError, match="pointing=True"):
+        model(**inputs())
+
+
+def test_question_states_match_the_vector_and_ignore_padding() -> None:
+    encoder = QuestionEncoder(VOCAB, 16, embed_dim=8)
+    x = inputs()
+    states = encoder.states(x["question"], x["length"])
+    torch.testing.assert_close(states.vector, encoder(x["question"], x["length"]))
+    assert states.words.shape == (3, 7, 16) and torch.equal(states.mask, x["question"] > 0)
+    assert (states.words[~states.mask] == 0).all()
+    longer = torch.cat([x["question"], torch.zeros(3, 2, dtype=torch.long)], dim=1)
+    torch.testing.assert_close(encoder.states(longer, x["length"]).words[:, :7], states.words)
+
+
+def test_block_outputs_end_with_the_grid_and_cell_size_counts_the_pools() -> None:
+    encoder = GridEncoder((4, 6, 8), image_size=75, grid=9, stem_stride=2).eval()
+    image = torch.randn(1, 3, 75, 75)
+    maps = encoder.block_outputs(image)
+    assert [m.shape[-1] for m in maps] == [19, 9, 9]  # a padded stride-2 conv rounds 75 / 2 up
+    torch.testing.assert_close(maps[-1], encoder(image))
+    assert encoder.cell_size == 8  # 2 (stride) * 2 * 2 (pools): the grid covers 72 of 75 pixels
