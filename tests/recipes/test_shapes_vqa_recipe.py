@@ -1,0 +1,62 @@
+"""The shapes-vqa recipe end to end on a few pictures: train (ci preset), evaluate, show."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from foveal.cli import main
+from foveal.recipes import load_all
+from foveal.recipes.base import LoopConfig
+from foveal.recipes.shapes_vqa import ShapesByImage, collate_by_image, loss
+from foveal.registry import RECIPES
+
+
+def ci_config(tmp_path, **overrides):
+    load_all()
+    recipe = RECIPES.get("shapes-vqa")
+    settings = {k: v for k, v in recipe.presets["ci"].items() if not k.startswith("loop.")}
+    loop = LoopConfig(**{k[5:]: v for k, v in recipe.presets["ci"].items() if k.startswith("loop.")})
+    return recipe, recipe.config(**settings, cache_dir=str(tmp_path), loop=loop, **overrides)
+
+
+def test_by_image_batches_keep_every_question_with_its_picture(tmp_path) -> None:
+    recipe, config = ci_config(tmp_path)
+    task = recipe.build(config)
+    data: ShapesByImage = task.train_set
+    batch = collate_by_image([data[0], data[3]])
+    assert batch.image.shape == (2, 3, 75, 75) and len(batch.question) == 40
+    assert batch.image_index.tolist() == [0] * 20 + [1] * 20
+    ids = data.question_ids(3)
+    assert (data.questions.image_index[ids] == 3).all() and torch.equal(
+        batch.answer[20:], data.questions.answer_ids[ids]
+    )
+    value, metrics = loss(task.model, batch)
+    assert value.ndim == 0 and torch.isfinite(value) and 0 <= metrics["acc"] <= 1
+
+
+@pytest.mark.parametrize("head", ["channel", "coattention-alternating"])
+def test_evaluate_reports_every_family_and_template_and_show_draws(tmp_path, head: str) -> None:
+    recipe, config = ci_config(tmp_path, head=head)
+    task = recipe.build(config)
+    task.model.eval()
+    with torch.no_grad():
+        result = task.evaluate(task.model, task.eval_set)
+    families = {"acc_non_relational", "acc_relational", "acc_pointing"}
+    assert {"acc", "params", *families} <= set(result) and all(0 <= result[k] <= 1 for k in families)
+    assert sum(k.startswith("acc_template_") for k in result) == 9
+    assert result["params"] == sum(p.numel() for p in task.model.parameters())
+    (path,) = task.show(task.model, task.eval_set, tmp_path / "figures")
+    assert path.name == "vqa-family.png" and path.stat().st_size > 5000
+
+
+def test_cli_trains_the_ci_preset_evaluates_and_shows(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("FOVEAL_CACHE", str(tmp_path / "cache"))
+    run = tmp_path / "run"
+    assert main(["train", "shapes-vqa", "--preset", "ci", "--set", "head=transformer", "--out", str(run)]) == 0
+    assert json.loads((run / "config.json").read_text())["config"]["head"] == "transformer"
+    assert main(["eval", str(run)]) == 0
+    assert main(["show", str(run)]) == 0
+    assert (run / "figures" / "vqa-family.png").exists()
