@@ -82,7 +82,7 @@ def overlay_heatmap(
     heat = (heat / heat.max().clamp_min(1e-12)).clamp(0, 1).numpy()
     colour = colormaps[cmap](heat)[..., :3]
     opacity = alpha * heat[..., None]
-    return (1 - opacity) * image + opacity * colour
+    return np.clip((1 - opacity) * image + opacity * colour, 0.0, 1.0)  # rounding can step past 1
 
 
 def mass_in_mask(weights: Tensor, mask: Tensor, grid: tuple[int, int]) -> Tensor:
@@ -118,7 +118,8 @@ def attention_figure(
     *,
     grid: tuple[int, int],
     map_names: Sequence[str] | None = None,
-    columns: int = 4,
+    columns: int = 2,
+    dpi: int = 100,
 ) -> Path:
     """Save a figure: for each example, the image and one overlay per attention map, with a title.
 
@@ -130,6 +131,7 @@ def attention_figure(
         grid: ``(h, w)`` of the weights.
         map_names: a label for each of the K maps (default ``hop 1, hop 2, ...``).
         columns: examples per row of the figure.
+        dpi: resolution of the PNG.
     """
     import matplotlib
 
@@ -146,7 +148,7 @@ def attention_figure(
     for n, (image, weights, title) in enumerate(zip(images, maps, titles, strict=True)):
         r, c = divmod(n, columns)
         first = axes[r, c * per_example]
-        first.imshow(image.permute(1, 2, 0).cpu().numpy())
+        first.imshow(image.permute(1, 2, 0).clamp(0, 1).cpu().numpy())
         first.set_title(title, fontsize=6, loc="left")
         for k in range(0 if weights is None else weights.shape[0]):
             ax = axes[r, c * per_example + 1 + k]
@@ -155,6 +157,6 @@ def attention_figure(
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=dpi)
     plt.close(fig)
     return path
