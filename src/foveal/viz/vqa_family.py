@@ -103,8 +103,9 @@ def vqa_family_figure(
     steps = max((p.word_weights.shape[0] for p in panels if p.word_weights is not None), default=0)
     channels = any(p.channel_weights is not None for p in panels)
     columns = 1 + max(maps, steps) + channels
-    fig = plt.figure(figsize=(1.9 * columns, 2.6 * len(panels)))
-    outer = fig.add_gridspec(len(panels), 1, hspace=0.55)
+    height = 2.6 * len(panels)
+    fig = plt.figure(figsize=(1.9 * columns, height))
+    outer = fig.add_gridspec(len(panels), 1, hspace=0.55, top=1 - 0.9 / height)  # room for titles, head name
     for row, panel in enumerate(panels):
         cells = outer[row].subgridspec(2, columns, height_ratios=(4, 1), hspace=0.05, wspace=0.15)
         ax = fig.add_subplot(cells[0, 0])
@@ -133,7 +134,7 @@ def vqa_family_figure(
             ax.set_title("channel weights", fontsize=6)
             ax.tick_params(labelsize=4)
     if head:
-        fig.suptitle(f"head: {head}", fontsize=8)
+        fig.suptitle(f"head: {head}", fontsize=8, y=1 - 0.1 / height)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=130, bbox_inches="tight")
