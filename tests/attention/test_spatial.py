@@ -125,3 +125,17 @@ def test_errors():
         SpatialAttention(10, 6, score="dot")
     with pytest.raises(ValueError, match=r"unknown score 'bilinear'"):
         SpatialAttention(10, score="bilinear")
+
+
+@pytest.mark.parametrize("score", ["additive", "linear", "dot", "cosine"])
+def test_keys_are_scored_and_values_averaged(score):
+    # seed 001: o = sum_i softmax_i(f(q, k_i)) v_i with keys k_i other than the values v_i
+    attn = SpatialAttention(10, 10, 8, score=score).double()
+    V, h_Q = _inputs(d_q=10, dtype=torch.float64)
+    keys = torch.randn_like(V)
+    v_hat, alpha = attn(V, h_Q, keys=keys)
+    assert_close(alpha, attn(keys, h_Q).weights)  # the score reads only the keys
+    assert_close(v_hat, torch.einsum("bn,bnc->bc", alpha, V))  # the sum reads only the values
+    assert_close(attn(V, h_Q, keys=V).output, attn(V, h_Q).output)
+    with pytest.raises(ValueError, match="keys"):
+        attn(V, h_Q, keys=keys[:, :-1])

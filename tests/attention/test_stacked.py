@@ -64,3 +64,16 @@ def test_errors():
         san(torch.zeros(3, 8), torch.zeros(3, 8))
     with pytest.raises(ValueError, match=r"hops must be >= 1"):
         StackedAttention(8, hops=0)
+
+
+def test_keys_reach_every_hop():
+    san = StackedAttention(8, k_dim=5, hops=2)
+    V, v_Q = _inputs()
+    keys = torch.randn_like(V)
+    phi, maps = san(V, v_Q, keys=keys)
+    u = v_Q
+    for t, hop in enumerate(san.hops):
+        alpha = torch.softmax(hop.w_a(torch.tanh(hop.W_v(keys) + hop.W_q(u)[:, None, :]))[..., 0], dim=1)
+        assert_close(maps[:, t], alpha)
+        u = (alpha[..., None] * V).sum(1) + u
+    assert_close(phi, u)

@@ -7,6 +7,9 @@ Seed 000 (additive)::
 Seed 002 adds its parametric form without the tanh (``"linear"``), and the parameter-free
 ``p = softmax(1^T (v_I * v_Q))``, i.e. ``e_i = v_i . v_Q`` (``"dot"``), and its cosine (``"cosine"``).
 All four are one module: the regions are the keys and the values, the question is the one query.
+Seed 001's general operator lets the keys differ from the values (``f(q, k_i) g(v_i)``): pass
+``keys`` to score other vectors of the same regions (e.g. an earlier, more local CNN layer's) than
+the ones averaged.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ class SpatialAttention(nn.Module):
         - V: ``(B, N, C)``, the regions (a flattened map, see :func:`foveal.flatten_grid`)
         - h_Q: ``(B, d_q)``
         - mask: bool ``(B, N)``, True = region may be attended; a row with no True gives zeros
+        - keys: ``(B, N, C)``, what the score reads for each region (default: ``V``)
         - output: ``(B, C)``, ``v_hat``
         - weights: ``(B, N)``, ``alpha``
 
@@ -75,14 +79,20 @@ class SpatialAttention(nn.Module):
             self.w_a = nn.Linear(k_dim, 1, bias=True)  # holds b_a
             self.activation = nn.Tanh() if score == "additive" else nn.Identity()
 
-    def forward(self, V: Tensor, h_Q: Tensor, mask: Tensor | None = None) -> AttentionOutput:
+    def forward(
+        self, V: Tensor, h_Q: Tensor, mask: Tensor | None = None, keys: Tensor | None = None
+    ) -> AttentionOutput:
         sizes = check_shape("V", V, ("B", "N", self.c_dim))
         check_shape("h_Q", h_Q, ("B", self.q_dim), sizes)
+        if keys is not None:
+            check_shape("keys", keys, ("B", "N", self.c_dim), sizes)
         if mask is not None:
             check_shape("mask", mask, ("B", "N"), sizes)
             mask = mask.unsqueeze(1)
         score = self._additive_score if self.score in ("additive", "linear") else self.score
-        v_hat, alpha = attend(h_Q.unsqueeze(1), V, V, score=score, mask=mask, temperature=self.temperature)
+        v_hat, alpha = attend(
+            h_Q.unsqueeze(1), V if keys is None else keys, V, score=score, mask=mask, temperature=self.temperature
+        )
         return AttentionOutput(v_hat.squeeze(1), alpha.squeeze(1))
 
     def _additive_score(self, query: Tensor, key: Tensor) -> Tensor:

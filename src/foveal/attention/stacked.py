@@ -41,6 +41,7 @@ class StackedAttention(nn.Module):
         - V: ``(B, N, d)``
         - v_Q: ``(B, d)``
         - mask: bool ``(B, N)``, True = region may be attended
+        - keys: ``(B, N, d)``, what every hop's score reads (default: ``V``; see :class:`SpatialAttention`)
         - output: ``(B, d)``, the final ``phi``
         - weights: ``(B, hops, N)``, hop ``t``'s attention map at ``[:, t]``
 
@@ -58,12 +59,12 @@ class StackedAttention(nn.Module):
         self.dim = dim
         self.hops = nn.ModuleList(SpatialAttention(dim, dim, k_dim, score=score) for _ in range(hops))
 
-    def forward(self, V: Tensor, v_Q: Tensor, mask: Tensor | None = None) -> StackedOutput:
+    def forward(self, V: Tensor, v_Q: Tensor, mask: Tensor | None = None, keys: Tensor | None = None) -> StackedOutput:
         sizes = check_shape("V", V, ("B", "N", self.dim))
         check_shape("v_Q", v_Q, ("B", self.dim), sizes)
         query, maps = v_Q, []
         for hop in self.hops:
-            v_filt, weights = hop(V, query, mask)
+            v_filt, weights = hop(V, query, mask, keys)
             query = v_filt + query  # phi, the next hop's query
             maps.append(weights)
         return StackedOutput(query, torch.stack(maps, dim=1))
