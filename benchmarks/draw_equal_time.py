@@ -7,6 +7,8 @@ Each arm is the ``draw`` recipe's config (``--preset``, ``attention`` set per ar
 recipe's loss, Adam settings and gradient clipping for ``--budget`` seconds of this process's CPU
 time (``time.process_time``: on a shared machine, waiting for a core is not counted, so both arms
 get the same compute whatever the load). Periodic test evaluations are not counted in the budget.
+With ``--stop-file F``, creating ``F`` cuts the budget to each arm's next evaluation point, so
+arms that run side by side on a machine busier than planned still stop at the same CPU time.
 Each arm's run directory holds ``config.json`` (with the steps actually taken), ``checkpoint.pt``,
 ``eval.json`` and ``curve.jsonl``, so ``foveal eval DIR`` and ``foveal show DIR`` work on it.
 
@@ -53,7 +55,10 @@ def train_arm(arm: str, args: argparse.Namespace) -> dict[str, float]:
     wall0 = time.perf_counter()
     perm, cursor = torch.randperm(len(images), generator=order), 0
     model.train()
-    while used < args.budget:
+    budget = args.budget
+    while used < budget:
+        if args.stop_file and budget == args.budget and Path(args.stop_file).exists():
+            budget = checks[0]  # stop at the next evaluation: every arm stops at the same CPU time
         c0 = time.process_time()
         if cursor + batch_size > len(perm):
             perm, cursor = torch.randperm(len(images), generator=order), 0
@@ -69,7 +74,7 @@ def train_arm(arm: str, args: argparse.Namespace) -> dict[str, float]:
         if not math.isfinite(window[-1]):
             raise FloatingPointError(f"{arm}: loss {window[-1]} at step {step}")
         used += time.process_time() - c0
-        if used >= min(checks[0], args.budget):
+        if used >= min(checks[0], budget):
             checks.pop(0)
             record = {"step": step, "cpu_s": round(used, 1), "wall_s": round(time.perf_counter() - wall0, 1)}
             record.update(train_loss=sum(window) / len(window), **_elbo_only(task, model))
@@ -109,6 +114,10 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--evals", type=int, default=6, help="test -ELBO evaluations along the way (IWAE at the end)")
     parser.add_argument("--out", default="runs/draw-equal-time")
+    parser.add_argument(
+        "--stop-file",
+        help="when this file exists, each arm stops at its next evaluation (an earlier common budget on a busy box)",
+    )
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="recipe overrides")
     args = parser.parse_args()
     load_all()
