@@ -202,3 +202,29 @@ def test_train_and_test_get_different_draws(tmp_path):
     a = I.DistortedImages("fashion-mnist", "train", "translated", seed=0, root=root, cache_dir=False, limit=20)
     b = I.DistortedImages("fashion-mnist", "test", "translated", seed=0, root=root, cache_dir=False, limit=20)
     assert not torch.equal(a.images[:20], b.images[:20])
+
+
+def test_placed_distortions_know_where_the_object_is():
+    # The box is the object's tight box on the canvas: the canvas inside it holds all of the object.
+    x = torch.zeros(40, 1, 28, 28)
+    x[:, :, 5:20, 8:12] = 1.0  # rows 5..19, columns 8..11
+    for name in I.PLACED:
+        out, boxes = I.DISTORTIONS[name](x, torch.Generator().manual_seed(3), return_boxes=True)
+        plain = I.DISTORTIONS[name](x, torch.Generator().manual_seed(3))
+        torch.testing.assert_close(out, plain, rtol=0, atol=0)  # asking for boxes changes no draw
+        assert boxes.shape == (40, 4)
+        torch.testing.assert_close(boxes[:, 2:] - boxes[:, :2], torch.tensor([4.0, 15.0]).expand(40, 2))
+        for canvas, (x0, y0, x1, y1) in zip(out, boxes.tolist(), strict=True):
+            inside = canvas[0, int(y0 + 0.5) : int(y1 + 0.5), int(x0 + 0.5) : int(x1 + 0.5)]
+            assert inside.shape == (15, 4) and (inside == 1).all()
+    empty = I.object_boxes(torch.zeros(1, 1, 28, 28), torch.tensor([3]), torch.tensor([4]))
+    assert empty.tolist() == [[3.5, 2.5, 31.5, 30.5]]
+
+
+def test_distorted_images_keep_boxes_through_the_cache(tmp_path):
+    root = fake_fashion_dir(tmp_path / "idx")
+    cache = tmp_path / "cache"
+    ds = I.DistortedImages("fashion-mnist", "test", "cluttered", seed=1, root=root, cache_dir=cache, limit=10)
+    again = I.DistortedImages("fashion-mnist", "test", "cluttered", seed=1, root=root, cache_dir=cache, limit=10)
+    assert ds.boxes.shape == (10, 4) and torch.equal(again.boxes, ds.boxes)
+    assert I.DistortedImages("fashion-mnist", "test", "R", seed=1, root=root, cache_dir=False, limit=10).boxes is None

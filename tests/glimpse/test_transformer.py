@@ -4,7 +4,16 @@ import pytest
 import torch
 from torch import nn
 
-from foveal.glimpse import SpatialTransformer, crop, stn_glimpse, transform_matrix, warp
+from foveal.glimpse import (
+    SpatialTransformer,
+    affine_grid,
+    crop,
+    gaussian_glimpse,
+    gaussian_params,
+    stn_glimpse,
+    transform_matrix,
+    warp,
+)
 from foveal.glimpse.transformer import IDENTITY
 
 
@@ -95,3 +104,37 @@ def test_transformer_errors():
     st = SpatialTransformer(localization(6), (4, 4))
     with pytest.raises(ValueError):
         st(torch.zeros(2, 128))
+
+
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_gaussian_params_put_the_gaussians_on_the_sampling_points(align_corners):
+    # Zoom 0.5 and a shift chosen so the sampling points fall on pixel centres (stride 1 px): there a
+    # narrow Gaussian reads exactly what bilinear sampling reads.
+    side, out = (40, 20) if not align_corners else (41, 21)
+    theta = torch.tensor([[[0.5, 0.0, 0.2], [0.0, 0.5, -0.1]]]).expand(3, 2, 3)
+    params = gaussian_params(theta, (side, side), (out, out), 1e-4, align_corners=align_corners)
+    torch.testing.assert_close(params[:, 2], torch.ones(3))  # stride 1 px
+    grid_px = (affine_grid(theta, (out, out), align_corners=align_corners) + 1) / 2
+    grid_px = grid_px * (side - 1) if align_corners else grid_px * side - 0.5
+    torch.testing.assert_close(params[:, 3], grid_px[:, 0, 0, 0])  # first x centre = first sampling point
+    torch.testing.assert_close(params[:, 0], grid_px[:, 0, 0, 1])
+    images = torch.rand(3, 2, side, side)
+    glimpse = gaussian_glimpse(images, params, (out, out))
+    sampled = warp(images, theta, (out, out), align_corners=align_corners).output
+    torch.testing.assert_close(glimpse, sampled, atol=1e-5, rtol=0)
+
+
+def test_gaussian_read_transformer_identity_and_gradients():
+    st = SpatialTransformer(localization(3), (8, 8), transform="attention", read="gaussian", gaussian_std=0.01)
+    images = torch.randn(3, 2, 8, 8)
+    out, _, grid = st(images)
+    torch.testing.assert_close(out, images, atol=1e-5, rtol=0)
+    assert grid.shape == (3, 8, 8, 2)
+    st = SpatialTransformer(localization(4), (5, 5), transform="no_shear", read="gaussian")  # 8 -> 5: blurred
+    out, _, _ = st(images)
+    (out * torch.randn_like(out)).sum().backward()
+    assert st.localization[-1].weight.grad.abs().sum() > 0 and (st.localization[-1].bias.grad != 0).all()
+    with pytest.raises(ValueError, match="axis-aligned"):
+        SpatialTransformer(localization(6), (4, 4), transform="affine", read="gaussian")
+    with pytest.raises(ValueError, match="read"):
+        SpatialTransformer(localization(3), (4, 4), transform="attention", read="nearest")

@@ -72,6 +72,7 @@ __all__ = [
     "load_base",
     "load_fashion_mnist",
     "load_mnist5k",
+    "object_boxes",
     "place",
     "projective",
     "read_idx",
@@ -459,16 +460,54 @@ def place(images: Tensor, top: Tensor, left: Tensor, canvas: int) -> Tensor:
     return out.view(n, c, canvas, canvas)
 
 
-def translated(images: Tensor, generator: torch.Generator, *, canvas: int = 60) -> Tensor:
-    """Translated: each image pasted whole at a uniformly random integer position of the canvas.
+def object_boxes(images: Tensor, top: Tensor, left: Tensor) -> Tensor:
+    """The tight box of each image's non-zero pixels once pasted at ``(top, left)``.
 
     Shape:
-        ``(N, C, H, W)`` -> ``(N, C, canvas, canvas)``
+        - images: ``(N, C, h, w)``; top, left: ``(N,)``
+        - output: ``(N, 4)`` float ``(x_min, y_min, x_max, y_max)`` in continuous pixel coordinates
+          (pixel ``j`` spans ``[j - 0.5, j + 0.5]``, as :func:`foveal.models.stn_classifier.transform_box`);
+          an all-zero image gets its whole ``h x w`` square.
+
+    Example:
+        >>> img = torch.zeros(1, 1, 4, 4)
+        >>> img[0, 0, 1:3, 2] = 1
+        >>> object_boxes(img, torch.tensor([10]), torch.tensor([20])).tolist()
+        [[21.5, 10.5, 22.5, 12.5]]
+    """
+    _, _, h, w = images.shape
+    on = images.detach().amax(1) > 0  # (N, h, w)
+    rows, cols = on.any(2), on.any(1)  # (N, h), (N, w)
+
+    def extent(mask: Tensor, size: int) -> tuple[Tensor, Tensor]:
+        index = torch.arange(size).expand_as(mask)
+        low = torch.where(mask, index, size).amin(1)
+        high = torch.where(mask, index, -1).amax(1)
+        empty = high < 0
+        return torch.where(empty, 0, low), torch.where(empty, size - 1, high)
+
+    y0, y1 = extent(rows, h)
+    x0, x1 = extent(cols, w)
+    box = torch.stack([left + x0, top + y0, left + x1, top + y1], dim=1).float()
+    return box + torch.tensor([-0.5, -0.5, 0.5, 0.5])
+
+
+def translated(
+    images: Tensor, generator: torch.Generator, *, canvas: int = 60, return_boxes: bool = False
+) -> Tensor | tuple[Tensor, Tensor]:
+    """Translated: each image pasted whole at a uniformly random integer position of the canvas.
+
+    With ``return_boxes`` also returns where the object landed (:func:`object_boxes`), for
+    measuring whether a glimpse finds it.
+
+    Shape:
+        ``(N, C, H, W)`` -> ``(N, C, canvas, canvas)`` (and boxes ``(N, 4)``)
     """
     n, _, h, w = images.shape
     top = torch.randint(0, canvas - h + 1, (n,), generator=generator)
     left = torch.randint(0, canvas - w + 1, (n,), generator=generator)
-    return place(images, top, left, canvas)
+    out = place(images, top, left, canvas)
+    return (out, object_boxes(images, top, left)) if return_boxes else out
 
 
 def cluttered(
@@ -479,19 +518,21 @@ def cluttered(
     pieces: tuple[int, int] = (4, 8),
     piece_size: int = 8,
     source: Tensor | None = None,
-) -> Tensor:
+    return_boxes: bool = False,
+) -> Tensor | tuple[Tensor, Tensor]:
     """Cluttered: ``translated`` plus random ``piece_size`` patches cut from images of ``source``.
 
     Each canvas gets a number of patches uniform in ``[pieces[0], pieces[1]]``, each cut at a random
     position of a random source image and pasted at a random position; overlaps keep the maximum.
+    With ``return_boxes`` also returns the object's box (:func:`object_boxes`; clutter excluded).
 
     Shape:
         - images: ``(N, C, H, W)``; source: ``(M, C, H, W)`` (default: ``images``)
-        - output: ``(N, C, canvas, canvas)``
+        - output: ``(N, C, canvas, canvas)`` (and boxes ``(N, 4)``)
     """
     source = images if source is None else source
     n, c, h, w = images.shape
-    out = translated(images, generator, canvas=canvas)
+    out, boxes = translated(images, generator, canvas=canvas, return_boxes=True)
     k = pieces[1]
     p = piece_size
     which = torch.randint(0, source.shape[0], (n, k), generator=generator)
@@ -512,7 +553,8 @@ def cluttered(
     index = dst.reshape(n, 1, -1).expand(n, c, -1)
     values = patches.permute(0, 2, 1, 3, 4).reshape(n, c, -1)
     flat = out.reshape(n, c, -1).scatter_reduce(2, index, values, reduce="amax", include_self=True)
-    return flat.view(n, c, canvas, canvas)
+    out = flat.view(n, c, canvas, canvas)
+    return (out, boxes) if return_boxes else out
 
 
 def _identity(images: Tensor, generator: torch.Generator) -> Tensor:
@@ -531,15 +573,20 @@ DISTORTIONS: dict[str, Callable[..., Tensor]] = {
 """Distortion name -> ``fn(images, generator, **options)`` on float ``(N, C, 28, 28)`` images."""
 
 
+PLACED = ("translated", "cluttered")
+"""The distortions that paste the object whole and can say where (``return_boxes=True``)."""
+
+
 def distort(
     images: Tensor, name: str, generator: torch.Generator, *, progress: bool | None = None, **options: Any
-) -> Tensor:
+) -> Tensor | tuple[Tensor, Tensor]:
     """Apply the distortion ``name`` chunk by chunk (``CHUNK`` images at a time, with a progress bar).
 
-    ``cluttered`` cuts its patches from the whole of ``images`` unless ``source`` is given.
+    ``cluttered`` cuts its patches from the whole of ``images`` unless ``source`` is given. With
+    ``return_boxes=True`` (:data:`PLACED` distortions only) returns ``(images, boxes)``.
 
     Shape:
-        ``(N, C, 28, 28)`` float -> ``(N, C, H', W')`` float (see the module's table)
+        ``(N, C, 28, 28)`` float -> ``(N, C, H', W')`` float (see the module's table); boxes ``(N, 4)``
     """
     if name not in DISTORTIONS:
         raise ValueError(f"unknown distortion {name!r}; choose from: {', '.join(DISTORTIONS)}")
@@ -552,6 +599,8 @@ def distort(
         fn(images[i : i + CHUNK], generator, **options)
         for i in tqdm(chunks, desc=f"distort {name}", unit="chunk", disable=not show, leave=False)
     ]
+    if options.get("return_boxes"):
+        return torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts])
     return torch.cat(parts)
 
 
@@ -576,6 +625,8 @@ class DistortedImages(Dataset):
 
     Attributes:
         images: uint8 ``(N, 1, H, W)``; labels: int64 ``(N,)``.
+        boxes: for :data:`PLACED` distortions, where each object is, float ``(N, 4)``
+            ``(x_min, y_min, x_max, y_max)`` in pixels (:func:`object_boxes`); otherwise None.
     """
 
     def __init__(
@@ -593,7 +644,9 @@ class DistortedImages(Dataset):
         if distortion not in DISTORTIONS:
             raise ValueError(f"unknown distortion {distortion!r}; choose from: {', '.join(DISTORTIONS)}")
         self.base, self.split, self.distortion, self.seed = base, split, distortion, seed
-        key = f"{base}|{split}|{distortion}|{seed}|{limit}|{sorted(options.items())}|{CHUNK}|v1"
+        placed = distortion in PLACED
+        # v2: placed splits also keep their boxes (a v1 file has none, so it must not be found).
+        key = f"{base}|{split}|{distortion}|{seed}|{limit}|{sorted(options.items())}|{CHUNK}|{'v2' if placed else 'v1'}"
         name = f"{base}-{split}-{distortion}-seed{seed}-{hashlib.sha1(key.encode()).hexdigest()[:10]}.pt"
         path = None
         if cache_dir is not False:
@@ -601,20 +654,24 @@ class DistortedImages(Dataset):
             path = folder / name
         if path is not None and path.is_file():
             saved = torch.load(path, weights_only=True)
-            self.images, self.labels = saved["images"], saved["labels"]
+            self.images, self.labels, self.boxes = saved["images"], saved["labels"], saved.get("boxes")
             return
         images, labels = load_base(base, split, root)
         if limit is not None:
             images, labels = images[:limit], labels[:limit]
         # A different stream per split, so train and test never share a distortion.
         generator = torch.Generator().manual_seed(seed * 2 + (split == "test"))
-        out = distort(to_float(images), distortion, generator, **options)
+        self.boxes: Tensor | None = None
+        if placed:
+            out, self.boxes = distort(to_float(images), distortion, generator, return_boxes=True, **options)
+        else:
+            out = distort(to_float(images), distortion, generator, **options)
         self.images = (out * 255).round().clamp(0, 255).to(torch.uint8)
         self.labels = labels
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_suffix(f".tmp{os.getpid()}")
-            torch.save({"images": self.images, "labels": self.labels}, tmp)
+            torch.save({"images": self.images, "labels": self.labels, "boxes": self.boxes}, tmp)
             tmp.replace(path)
 
     def __len__(self) -> int:

@@ -26,6 +26,7 @@ from foveal.glimpse.sampler import BilinearSampler, affine_grid, base_grid, bili
 from foveal.glimpse.transformer import (
     SpatialTransformer,
     TransformerOutput,
+    gaussian_params,
     init_identity_regressor,
     stn_glimpse,
     transform_matrix,
@@ -50,6 +51,7 @@ __all__ = [
     "filterbank",
     "gaussian_glimpse",
     "gaussian_mask",
+    "gaussian_params",
     "gaussian_read",
     "gaussian_write",
     "init_identity_regressor",

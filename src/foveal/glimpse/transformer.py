@@ -14,9 +14,11 @@ from torch import Tensor, nn
 
 from foveal._checks import check_shape
 from foveal.glimpse.crop import _check_size
+from foveal.glimpse.gaussian import gaussian_glimpse
 from foveal.glimpse.sampler import Padding, affine_grid, bilinear_sample, projective_grid
 
 Transform = Literal["affine", "no_shear", "attention", "projective"]
+Read = Literal["bilinear", "gaussian"]
 
 IDENTITY: dict[str, tuple[float, ...]] = {
     "affine": (1.0, 0.0, 0.0, 0.0, 1.0, 0.0),  # theta row by row
@@ -110,6 +112,43 @@ def warp(
     return TransformerOutput(out, theta, grid)
 
 
+def gaussian_params(
+    theta: Tensor, in_size: tuple[int, int], out_size: tuple[int, int], std: float, *, align_corners: bool = False
+) -> Tensor:
+    """The Gaussian glimpse whose filter centres are the sampling points of an axis-aligned ``theta``.
+
+    Turns ``theta = [[s_x, 0, t_x], [0, s_y, t_y]]`` (output -> input, normalised) into seed 003's six
+    pixel parameters, so that :func:`~foveal.glimpse.gaussian_glimpse` puts its ``h x w`` Gaussians
+    exactly where :func:`warp` would sample, each ``std`` strides wide. Output point ``i`` sits at
+    normalised ``u_i = (2i + 1) / w - 1`` (``align_corners=False``; ``-1 + 2i / (w - 1)`` with
+    ``True``), maps to ``s u_i + t`` and to pixel ``(v + 1) W / 2 - 0.5`` (``(v + 1) (W - 1) / 2``).
+    The off-diagonal entries are ignored: use it with the ``"attention"`` or ``"no_shear"`` transforms.
+
+    Shape:
+        - theta: ``(B, 2, 3)``
+        - output: ``(B, 6)`` = ``(mean_y, std_y, d_y, mean_x, std_x, d_x)`` in pixels
+
+    Example:
+        >>> gaussian_params(torch.eye(2, 3)[None], (60, 60), (30, 30), 0.5)  # identity: every other pixel
+        tensor([[0.5000, 1.0000, 2.0000, 0.5000, 1.0000, 2.0000]])
+    """
+    check_shape("theta", theta, (None, 2, 3))
+
+    def axis(scale: Tensor, shift: Tensor, n_in: int, n_out: int) -> tuple[Tensor, Tensor, Tensor]:
+        if align_corners:
+            first, step, half = -1.0, 2.0 / max(n_out - 1, 1), (n_in - 1) / 2
+            mean = (scale * first + shift + 1) * half
+        else:
+            first, step, half = 1.0 / n_out - 1, 2.0 / n_out, n_in / 2
+            mean = (scale * first + shift + 1) * half - 0.5
+        stride = scale * step * half
+        return mean, std * stride.abs(), stride
+
+    my, sy, dy = axis(theta[:, 1, 1], theta[:, 1, 2], in_size[0], out_size[0])
+    mx, sx, dx = axis(theta[:, 0, 0], theta[:, 0, 2], in_size[1], out_size[1])
+    return torch.stack([my, sy, dy, mx, sx, dx], dim=-1)
+
+
 def stn_glimpse(
     images: Tensor,
     params: Tensor,
@@ -172,6 +211,14 @@ class SpatialTransformer(nn.Module):
         align_corners, padding, fill, fast: as in :func:`~foveal.glimpse.sampler.bilinear_sample`
             (for normalised inputs prefer ``padding="border"`` or ``fill`` = the background's value).
         init_identity: set the last ``nn.Linear`` to the identity (True) or leave it as built.
+        read: ``"bilinear"`` (the STN's sampler) or ``"gaussian"``: a Gaussian glimpse with one
+            Gaussian per output pixel, centred where the sampler would read (:func:`gaussian_params`)
+            and ``gaussian_std`` strides wide; only for the axis-aligned ``"attention"`` and
+            ``"no_shear"`` transforms. The same localisation net then drives either read, which is
+            how ``docs/glimpses.md`` compares them end to end. Outside the image the Gaussians are
+            renormalised over the pixels they cover (not zero-padded); ``padding``, ``fill`` and
+            ``fast`` apply to the bilinear read only.
+        gaussian_std: the Gaussians' std in strides (pixels between neighbouring Gaussians).
 
     Shape:
         - images: ``(B, C, H, W)``
@@ -201,10 +248,21 @@ class SpatialTransformer(nn.Module):
         fill: float | Tensor = 0.0,
         fast: bool = True,
         init_identity: bool = True,
+        read: Read = "bilinear",
+        gaussian_std: float = 0.5,
     ) -> None:
         super().__init__()
         if transform not in IDENTITY:
             raise ValueError(f"transform: expected one of {tuple(IDENTITY)}, got {transform!r}")
+        if read not in ("bilinear", "gaussian"):
+            raise ValueError(f"read: expected 'bilinear' or 'gaussian', got {read!r}")
+        if read == "gaussian" and transform not in ("attention", "no_shear"):
+            raise ValueError(
+                f"read='gaussian' needs an axis-aligned transform ('attention' or 'no_shear'), got {transform!r}"
+            )
+        if gaussian_std <= 0:
+            raise ValueError(f"gaussian_std: expected > 0, got {gaussian_std}")
+        self.read, self.gaussian_std = read, gaussian_std
         self.localization = localization
         self.out_size = _check_size(out_size)
         self.transform = transform
@@ -219,6 +277,13 @@ class SpatialTransformer(nn.Module):
         check_shape("images", images, (None, None, None, None))
         params = self.localization(images)
         theta = transform_matrix(params, self.transform)
+        if self.read == "gaussian":
+            in_size = (images.shape[-2], images.shape[-1])
+            glimpse_params = gaussian_params(
+                theta, in_size, self.out_size, self.gaussian_std, align_corners=self.align_corners
+            )
+            grid = affine_grid(theta, self.out_size, align_corners=self.align_corners)  # the Gaussians' centres
+            return TransformerOutput(gaussian_glimpse(images, glimpse_params, self.out_size), theta, grid)
         return warp(
             images, theta, self.out_size,
             align_corners=self.align_corners, padding=self.padding, fill=self.fill, fast=self.fast,
@@ -255,6 +320,7 @@ __all__ = [
     "IDENTITY",
     "SpatialTransformer",
     "TransformerOutput",
+    "gaussian_params",
     "init_identity_regressor",
     "stn_glimpse",
     "transform_matrix",

@@ -26,7 +26,7 @@ import torch
 from torch import Tensor, nn
 
 from foveal._checks import check_shape
-from foveal.glimpse.transformer import IDENTITY, SpatialTransformer, Transform
+from foveal.glimpse.transformer import IDENTITY, Read, SpatialTransformer, Transform
 from foveal.registry import MODELS
 
 __all__ = ["CNN", "STCNN", "ClassifierOutput", "GlimpseCNN", "localization_net", "transform_box"]
@@ -146,6 +146,10 @@ class STCNN(nn.Module):
         classes, width, hidden, dropout: as in :class:`CNN`.
         transform: ``"affine"``, ``"no_shear"``, ``"attention"`` or ``"projective"``.
         loc_width, loc_hidden: sizes of the localisation net (:func:`localization_net`).
+        read: ``"bilinear"`` (the STN's sampler) or ``"gaussian"`` (a Gaussian glimpse at the same
+            points, ``gaussian_std`` strides wide; ``"attention"`` and ``"no_shear"`` only): the
+            two arms of the end-to-end trainability comparison in ``docs/glimpses.md``.
+        gaussian_std: the Gaussians' std in strides.
 
     Shape:
         - images: ``(B, in_channels, in_size, in_size)``
@@ -176,6 +180,8 @@ class STCNN(nn.Module):
         transform: Transform = "affine",
         loc_width: int = 8,
         loc_hidden: int = 32,
+        read: Read = "bilinear",
+        gaussian_std: float = 0.5,
     ) -> None:
         super().__init__()
         if transform not in IDENTITY:
@@ -183,7 +189,9 @@ class STCNN(nn.Module):
         self.in_channels, self.in_size = in_channels, in_size
         out_size = out_size or in_size
         localization = localization_net(in_channels, len(IDENTITY[transform]), width=loc_width, hidden=loc_hidden)
-        self.transformer = SpatialTransformer(localization, (out_size, out_size), transform=transform)
+        self.transformer = SpatialTransformer(
+            localization, (out_size, out_size), transform=transform, read=read, gaussian_std=gaussian_std
+        )
         self.cnn = CNN(in_channels, in_size=out_size, classes=classes, width=width, hidden=hidden, dropout=dropout)
 
     def forward(self, images: Tensor) -> ClassifierOutput:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.utils.data import Dataset
@@ -62,19 +63,59 @@ def classification_loss(model: nn.Module, batch: list[Tensor]) -> tuple[Tensor, 
     return F.cross_entropy(logits, labels), {"acc": (logits.argmax(-1) == labels).float().mean().item()}
 
 
+def box_iou(a: Tensor, b: Tensor) -> Tensor:
+    """Intersection over union of axis-aligned boxes ``(x_min, y_min, x_max, y_max)``.
+
+    Shape:
+        - a, b: ``(N, 4)``
+        - output: ``(N,)``
+
+    Example:
+        >>> box_iou(torch.tensor([[0.0, 0, 2, 2]]), torch.tensor([[1.0, 0, 3, 2]])).tolist()
+        [0.3333333432674408]
+    """
+    width = (torch.minimum(a[:, 2], b[:, 2]) - torch.maximum(a[:, 0], b[:, 0])).clamp_min(0)
+    height = (torch.minimum(a[:, 3], b[:, 3]) - torch.maximum(a[:, 1], b[:, 1])).clamp_min(0)
+    inter = width * height
+    area = (a[:, 2:] - a[:, :2]).prod(-1) + (b[:, 2:] - b[:, :2]).prod(-1)
+    return inter / (area - inter).clamp_min(1e-12)
+
+
 def error_rate(model: nn.Module, dataset: Dataset, batch_size: int = 500) -> dict[str, float]:
-    """Test error in percent and mean cross-entropy, in batches (the model's first output is the logits)."""
+    """Test error in percent and mean cross-entropy, in batches (the model's first output is the logits).
+
+    When the model also returns a transform ``theta`` and the dataset knows where its objects are
+    (``dataset.boxes``, translated and cluttered canvases), it adds where the transformer looks:
+    ``iou``, the mean intersection over union of the box the transform selects (the bounding box
+    of :func:`~foveal.models.stn_classifier.transform_box`) with the object's tight box, and
+    ``centre_px``, the mean distance between their centres in pixels.
+    """
+    from foveal.models.stn_classifier import transform_box
+
     device = next(model.parameters()).device
     images, labels = dataset.images, dataset.labels  # type: ignore[attr-defined]
-    wrong, loss = 0, 0.0
+    boxes = getattr(dataset, "boxes", None)
+    wrong, loss, iou, centre = 0, 0.0, 0.0, 0.0
+    located = False
     for i in range(0, len(labels), batch_size):
         x = images[i : i + batch_size].to(device).float() / 255.0
         y = labels[i : i + batch_size].to(device)
-        logits = model(x)[0]
+        out = model(x)
+        logits, theta = out[0], getattr(out, "theta", None)  # RAM's second output is not a theta
         wrong += int((logits.argmax(-1) != y).sum())
         loss += float(F.cross_entropy(logits, y, reduction="sum"))
+        if boxes is not None and theta is not None and theta.shape[1:] == (2, 3):
+            corners = transform_box(theta.float().cpu(), tuple(x.shape[-2:]))  # (B, 5, 2)
+            seen = torch.cat([corners.amin(1), corners.amax(1)], dim=1)
+            truth = boxes[i : i + batch_size]
+            iou += float(box_iou(seen, truth).sum())
+            centre += float(((seen[:, :2] + seen[:, 2:]) / 2 - (truth[:, :2] + truth[:, 2:]) / 2).norm(dim=1).sum())
+            located = True
     n = len(labels)
-    return {"error": 100.0 * wrong / n, "loss": loss / n}
+    out = {"error": 100.0 * wrong / n, "loss": loss / n}
+    if located:
+        out.update(iou=iou / n, centre_px=centre / n)
+    return out
 
 
 def _figure_path(figures_dir: Path, name: str) -> Path:
@@ -88,6 +129,8 @@ class STNConfig(RunConfig):
     distortion: Literal["none", "R", "RTS", "P", "E", "translated", "cluttered"] = "RTS"
     transform: Literal["affine", "no_shear", "attention", "projective"] = "affine"
     st_size: int = 0  # side of the transformer's output (0: the input's side)
+    read: Literal["bilinear", "gaussian"] = "bilinear"  # gaussian: attention / no_shear only
+    gaussian_std: float = 0.5  # read=gaussian: the Gaussians' std in strides
     width: int = 16  # channels of the CNN's first conv layer
     hidden: int = 128
     data: ImageData = field(default_factory=ImageData)
@@ -102,6 +145,7 @@ def build_stn(config: STNConfig) -> Task:
     options: dict[str, object] = {"in_size": size, "width": config.width, "hidden": config.hidden}
     if config.model == "stcnn":
         options.update(transform=config.transform, out_size=config.st_size or size)
+        options.update(read=config.read, gaussian_std=config.gaussian_std)
     model = MODELS.get(config.model)(1, **options)
     names = class_names(config.data.dataset)
 
