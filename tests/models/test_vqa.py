@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+from torch.testing import assert_close
 
+from foveal.attention.grid import flatten_grid
 from foveal.models.vqa import VQA, VQA_HEADS, GridEncoder, QuestionEncoder
 from foveal.registry import MODELS
 
@@ -99,6 +101,42 @@ def test_grid_encoder_pools_to_the_grid_and_rejects_bad_sizes() -> None:
         GridEncoder((4,), grid=8)
     with pytest.raises(ValueError, match="image"):
         GridEncoder((4, 4), grid=16)(torch.randn(2, 3, 32, 32))
+
+
+@pytest.mark.parametrize(("stem", "leaks"), [("patch", False), ("conv", True)])
+def test_patch_stem_regions_see_only_their_own_cell(stem: str, leaks: bool) -> None:
+    # Change the pixels of one 4 x 4 cell: with the patch stem only that region's vector changes;
+    # the 3x3 conv stem's receptive field spills into the neighbours (the contrast keeps this test honest).
+    encoder = GridEncoder((4, 8), grid=16, stem=stem).eval()
+    image = torch.randn(1, 3, 64, 64)
+    changed = image.clone()
+    changed[..., 20:24, 36:40] += 1.0  # cell (row 5, column 9)
+    moved = (encoder(changed) - encoder(image)).abs().sum(1)[0] > 1e-6  # (16, 16)
+    assert moved[5, 9]
+    assert moved.sum().item() > 1 if leaks else moved.sum().item() == 1
+    assert encoder.cell_size == 4
+    with pytest.raises(ValueError, match="stem"):
+        GridEncoder((4,), grid=16, stem="vit")
+
+
+@pytest.mark.parametrize("head", ["spatial", "stacked"])
+def test_patch_keys_are_scored_and_the_cnn_map_averaged(head: str) -> None:
+    model = VQA(VOCAB, ANSWERS, head=head, **SMALL, keys="patch", key_channels=(4, 6))
+    out = model(*inputs())
+    out.logits.sum().backward()
+    assert model.key_project.weight.grad.abs().sum() > 0  # the keys reach the loss through the weights
+    # the attention is the head's score of the per-cell encoder's vectors, not of the CNN's
+    image, question, length = inputs()
+    keys = model.key_project(flatten_grid(model.key_encoder(image)))
+    V = model.project(flatten_grid(model.image_encoder(image)))
+    v_Q = model.question_encoder(question, length)
+    expected = model.head(V, v_Q, keys).weights
+    assert_close(model(image, question, length).attention, expected)
+    assert not torch.allclose(model.head(V, v_Q).weights, expected)
+    with pytest.raises(ValueError, match="keys must be"):
+        VQA(VOCAB, ANSWERS, head=head, **SMALL, keys="block1")
+    with pytest.raises(ValueError, match="not supported by the 'none' head"):
+        VQA(VOCAB, ANSWERS, head="none", **SMALL, keys="patch")
 
 
 def test_unknown_head_is_one_clear_error() -> None:

@@ -82,7 +82,7 @@ to a :class:`HeadOutput`."""
 class PoolHead(nn.Module):
     """The vanilla baseline: ``phi = mean_i v_i + v_Q`` (no attention)."""
 
-    def forward(self, V: Tensor, v_Q: Tensor) -> HeadOutput:
+    def forward(self, V: Tensor, v_Q: Tensor, keys: Tensor | None = None) -> HeadOutput:
         return HeadOutput(V.mean(dim=1) + v_Q, None)
 
 
@@ -93,8 +93,8 @@ class SingleHopHead(nn.Module):
         super().__init__()
         self.attention = attention
 
-    def forward(self, V: Tensor, v_Q: Tensor) -> HeadOutput:
-        v_filt, alpha = self.attention(V, v_Q)
+    def forward(self, V: Tensor, v_Q: Tensor, keys: Tensor | None = None) -> HeadOutput:
+        v_filt, alpha = self.attention(V, v_Q, keys=keys)
         return HeadOutput(v_filt + v_Q, alpha.unsqueeze(1))
 
 
@@ -105,8 +105,8 @@ class StackedHead(nn.Module):
         super().__init__()
         self.attention = attention
 
-    def forward(self, V: Tensor, v_Q: Tensor) -> HeadOutput:
-        phi, weights = self.attention(V, v_Q)
+    def forward(self, V: Tensor, v_Q: Tensor, keys: Tensor | None = None) -> HeadOutput:
+        phi, weights = self.attention(V, v_Q, keys=keys)
         return HeadOutput(phi, weights)
 
 
@@ -325,6 +325,10 @@ class GridEncoder(nn.Module):
         grid: height and width of the output map (``image_size / grid`` must be a power of 2 reached
             within ``len(channels)`` pools).
         coords: append the pixel ``(x, y)`` coordinates to the input (CoordConv).
+        stem: ``"conv"`` (3x3 blocks and pooling, receptive fields wider than a cell) or ``"patch"``:
+            one ``cell x cell`` convolution with stride ``cell`` (a patch embedding), then 1x1 blocks,
+            so each region vector sees only its own cell's pixels. With ``"patch"`` nothing about an
+            object leaks into the cells around it, so attention that reads the object must fall on it.
 
     Shape:
         - image: ``(B, 3, image_size, image_size)``
@@ -339,11 +343,23 @@ class GridEncoder(nn.Module):
         grid: int = 16,
         coords: bool = True,
         stem_stride: int = 1,
+        stem: str = "conv",
     ) -> None:
         super().__init__()
+        if stem not in ("conv", "patch"):
+            raise ValueError(f"stem must be 'conv' or 'patch', got {stem!r}")
         layers: list[nn.Module] = [AddCoords()] if coords else []
         size, c_in = image_size, 3 + 2 * coords
-        for i, c_out in enumerate(channels):
+        if stem == "patch":
+            if image_size % grid:
+                raise ValueError(f"a patch stem needs image_size ({image_size}) divisible by grid ({grid})")
+            cell = image_size // grid
+            for i, c_out in enumerate(channels):
+                kernel = cell if i == 0 else 1
+                layers += [nn.Conv2d(c_in, c_out, kernel, kernel, bias=False), nn.BatchNorm2d(c_out), nn.ReLU()]
+                c_in = c_out
+            size = grid
+        for i, c_out in enumerate(channels if stem == "conv" else ()):
             stride = stem_stride if i == 0 else 1
             layers += [nn.Conv2d(c_in, c_out, 3, stride, padding=1, bias=False), nn.BatchNorm2d(c_out), nn.ReLU()]
             size //= stride
@@ -479,9 +495,14 @@ class VQA(nn.Module):
         k_dim: joint-embedding size of the additive score.
         channels: CNN block widths (see :class:`GridEncoder`).
         grid: the CNN output map is ``grid x grid`` regions.
-        coords: CoordConv input channels.
-        grid_coords: append each grid cell's ``(x, y)`` to its feature before the projection to ``d``
-            (:func:`foveal.attention.add_coords`), so every region vector says where it is.
+        stem: the CNN's first layers, ``"conv"`` or ``"patch"`` (see :class:`GridEncoder`).
+        keys: what the attention scores read for each region (seed 001's operator lets keys differ
+            from values): ``"values"`` (the seed's model: the region vectors themselves) or
+            ``"patch"``: a separate per-cell encoder (:class:`GridEncoder` with ``stem="patch"`` and
+            widths ``key_channels``) that sees only the cell's own pixels, so the score can say
+            *what is in this cell* but not what is near it, while the values keep the CNN's wider
+            receptive field. Heads ``spatial``, ``dot``, ``cosine``, ``stacked``.
+        key_channels: block widths of the ``"patch"`` key encoder.
         embed_dim: word-embedding size.
         bidirectional: BiLSTM question encoder (seed 002) or one-way LSTM (seed 000).
         mlp_hidden: hidden width of the answer MLP.
@@ -533,6 +554,9 @@ class VQA(nn.Module):
         coords: bool = True,
         grid_coords: bool = False,
         stem_stride: int = 1,
+        stem: str = "conv",
+        keys: str = "values",
+        key_channels: tuple[int, ...] = (32, 32),
         embed_dim: int = 32,
         bidirectional: bool = True,
         mlp_hidden: int = 64,
@@ -543,7 +567,7 @@ class VQA(nn.Module):
         super().__init__()
         self.head_name, self.grid, self.grid_coords = head, grid, grid_coords
         self.image_encoder = GridEncoder(
-            tuple(channels), image_size=image_size, grid=grid, coords=coords, stem_stride=stem_stride
+            tuple(channels), image_size=image_size, grid=grid, coords=coords, stem_stride=stem_stride, stem=stem
         )
         self.project = nn.Linear(channels[-1] + 2 * grid_coords, dim)
         self.question_encoder = QuestionEncoder(vocab_size, dim, embed_dim=embed_dim, bidirectional=bidirectional)
@@ -552,6 +576,15 @@ class VQA(nn.Module):
             self.head = factory(dim, k_dim=k_dim, hops=hops, layer_dims=tuple(channels), heads=heads)
         else:
             self.head = factory(dim, k_dim=k_dim, hops=hops)
+        if keys not in ("values", "patch"):
+            raise ValueError(f"keys must be 'values' or 'patch', got {keys!r}")
+        self.key_encoder: GridEncoder | None = None
+        if keys == "patch":
+            if isinstance(self.head, FamilyHead | PoolHead):
+                raise ValueError(f"keys='patch' is not supported by the {head!r} head")
+            key_channels = tuple(key_channels)
+            self.key_encoder = GridEncoder(key_channels, image_size=image_size, grid=grid, coords=coords, stem="patch")
+            self.key_project = nn.Linear(key_channels[-1], dim)
         self.classifier = nn.Sequential(nn.Linear(dim, mlp_hidden), nn.ReLU(), nn.Linear(mlp_hidden, num_answers))
         self.pointer = Additive(dim, dim, k_dim) if pointing else None
         self.covered = grid * self.image_encoder.cell_size  # pixels the grid covers, per side
@@ -568,14 +601,17 @@ class VQA(nn.Module):
         layers = self.image_encoder.block_outputs(image) if family else [self.image_encoder(image)]
         grid_map = add_coords(layers[-1]) if self.grid_coords else layers[-1]
         V = self.project(flatten_grid(grid_map))  # (I, N, d)
+        keys = None if self.key_encoder is None else self.key_project(flatten_grid(self.key_encoder(image)))
         if image_index is not None:  # several questions per picture: encode each picture once
             V = V[image_index]  # (B, N, d)
+            keys = None if keys is None else keys[image_index]
             layers = [layer[image_index] for layer in layers] if family else layers
         if family:
             v_Q, words, word_mask = self.question_encoder.states(question, length)
             out = self.head(V, v_Q, words, word_mask, layers)
         else:
-            out = self.head(V, self.question_encoder(question, length))
+            v_Q = self.question_encoder(question, length)
+            out = self.head(V, v_Q) if keys is None else self.head(V, v_Q, keys)
         candidate_logits = None
         if boxes is not None:
             if self.pointer is None:

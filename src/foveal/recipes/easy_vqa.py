@@ -44,6 +44,8 @@ class EasyVQAConfig(RunConfig):
     channels: tuple[int, ...] = (16, 32, 32, 32)
     grid: int = 16
     stem_stride: int = 1
+    stem: str = "conv"  # conv | patch (each region sees only its own cell: see GridEncoder)
+    keys: str = "values"  # values | patch (the score reads a per-cell encoder: see models.VQA)
     coords: bool = True
     embed_dim: int = 32
     bidirectional: bool = True  # BiLSTM (seed 002) or one-way LSTM (seed 000)
@@ -80,6 +82,8 @@ def build_model(config: EasyVQAConfig, vocab_size: int, num_answers: int) -> VQA
         channels=config.channels,
         grid=config.grid,
         stem_stride=config.stem_stride,
+        stem=config.stem,
+        keys=config.keys,
         coords=config.coords,
         embed_dim=config.embed_dim,
         bidirectional=config.bidirectional,
