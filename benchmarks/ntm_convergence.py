@@ -65,13 +65,41 @@ def converge(recipe_name: str, seed: int, preset: str | None, sets: dict[str, st
             metrics = evaluate(task, model)
             check_wall += time.perf_counter() - w0
             seen = step * loop.batch_size
-            print(f"  seed {seed} step {step} seqs {seen} wall {train_wall:.0f}s bits {metrics['bits']:.3f}")
+            print(
+                f"  seed {seed} step {step} seqs {seen} wall {train_wall:.0f}s bits {metrics['bits']:.3f}", flush=True
+            )
             if metrics["bits"] < args.target:
                 break
     converged = bool(metrics) and metrics["bits"] < args.target
+    after_wall = after_cpu = 0.0
+    if converged and args.after and not nan:
+        # Train on after convergence (full range, the curriculum at its last level) at a lower lr.
+        for group in optimizer.param_groups:
+            group["lr"] = loop.lr * args.after_lr
+        for after in range(0, args.after + 1):
+            if args.after_check and after % args.after_check == 0:
+                task.eval_set.extras = extras
+                m = evaluate(task, model)
+                long = " ".join(f"{k} {v:.2f}" for k, v in m.items() if k.startswith("bits"))
+                print(f"  seed {seed} after {after} cpu {after_cpu:.0f}s {long}", flush=True)
+            if after == args.after:
+                break
+            w0, c0 = time.perf_counter(), time.process_time()
+            loss, _ = task.loss(model, task.collate(next(batches)))
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            clip_gradients(model.parameters(), loop)
+            optimizer.step()
+            after_wall += time.perf_counter() - w0
+            after_cpu += time.process_time() - c0
+            if not math.isfinite(loss.item()):
+                nan = True
+                break
     if converged and extras:  # the generalisation sets, once, at the end
         task.eval_set.extras = extras
         metrics = evaluate(task, model)
+    if args.save:
+        torch.save(model.state_dict(), args.save.format(seed=seed))
     return {
         "recipe": recipe_name,
         "seed": seed,
@@ -82,6 +110,7 @@ def converge(recipe_name: str, seed: int, preset: str | None, sets: dict[str, st
         "train_wall_s": round(train_wall, 1),
         "train_cpu_s": round(train_cpu, 1),
         "check_wall_s": round(check_wall, 1),
+        **({"after_steps": args.after, "after_cpu_s": round(after_cpu, 1)} if args.after else {}),
         **{k: round(v, 4) for k, v in metrics.items()},
     }
 
@@ -98,6 +127,10 @@ def main() -> None:
     p.add_argument("--check-every", type=int, default=50)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--verbose", action="store_true", help="print the curriculum level every 100 steps")
+    p.add_argument("--after", type=int, default=0, help="steps to train on after converging")
+    p.add_argument("--after-lr", type=float, default=0.1, help="lr factor of the --after steps")
+    p.add_argument("--after-check", type=int, default=0, help="evaluate every N --after steps")
+    p.add_argument("--save", help="save the model's state_dict here ({seed} is replaced)")
     p.add_argument("--json", help="append one JSON line per seed to this file")
     args = p.parse_args()
     torch.set_num_threads(args.threads)

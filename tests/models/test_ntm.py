@@ -107,3 +107,17 @@ def test_registry_and_errors():
         small(output_from="controller")
     with pytest.raises(ValueError, match="x: expected"):
         small()(torch.zeros(2, 3, 5))
+
+
+def test_head_bias_init_sets_gate_shift_and_gamma_of_every_head():
+    model = small(n_read_heads=2, n_write_heads=2, gate_bias=-3.0, still_bias=2.0, gamma_bias=1.0)
+    Hr, Hw = 2, 2
+    read_raw, write_raw = model.heads.bias.split([Hr * model.read_param_size, Hw * model.write_param_size])
+    for raw, H, is_write in ((read_raw, Hr, False), (write_raw, Hw, True)):
+        p = split_head_params(raw.view(1, H, -1), 5, 3, write=is_write)
+        torch.testing.assert_close(p.gate, torch.sigmoid(torch.tensor(-3.0)).expand(1, H))
+        torch.testing.assert_close(p.shift, torch.tensor([1.0, torch.e**2, 1.0]).div(2 + torch.e**2).expand(1, H, 3))
+        torch.testing.assert_close(p.gamma, (1 + torch.nn.functional.softplus(torch.tensor(1.0))).expand(1, H))
+        torch.testing.assert_close(p.beta, torch.nn.functional.softplus(torch.tensor(0.0)).expand(1, H))
+        if is_write:
+            torch.testing.assert_close(p.erase, torch.full((1, H, 5), 0.5))

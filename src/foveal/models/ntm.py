@@ -60,6 +60,11 @@ class NTM(nn.Module):
         output_from: ``"both"``: the output layer sees ``[h_t, r_t]``; ``"reads"``: only ``r_t``,
             which leaves the controller no way to pass inputs to the output except through memory.
         eps: guard of the cosine similarity and the sharpening.
+        gate_bias: initial bias of every head's interpolation gate logit; negative starts the
+            heads keeping their previous weighting (``g = sigmoid(gate_bias)``) instead of 0.5.
+        still_bias: initial bias added to the shift-0 logit of every head; positive starts the
+            heads standing still rather than blurring over ``-1, 0, +1`` equally.
+        gamma_bias: initial bias of the sharpening logit (``gamma = 1 + softplus(gamma_bias)``).
 
     Shape:
         - x: ``(B, T, input_size)``
@@ -89,6 +94,9 @@ class NTM(nn.Module):
         initial_state: str = "learned",
         output_from: str = "both",
         eps: float = 1e-8,
+        gate_bias: float = 0.0,
+        still_bias: float = 0.0,
+        gamma_bias: float = 0.0,
     ) -> None:
         super().__init__()
         if controller not in CONTROLLERS:
@@ -103,6 +111,7 @@ class NTM(nn.Module):
         self.controller_kind, self.controller_size = controller, controller_size
         self.n_rows, self.n_cols, self.n_shifts = n_rows, n_cols, n_shifts
         self.n_read_heads, self.n_write_heads, self.eps = n_read_heads, n_write_heads, eps
+        self.gate_bias, self.still_bias, self.gamma_bias = gate_bias, still_bias, gamma_bias
 
         ctrl_in = input_size + n_read_heads * n_cols
         if controller == "lstm":
@@ -140,6 +149,13 @@ class NTM(nn.Module):
         # Small head and output weights: the first steps address softly and output ~0.5 bits.
         nn.init.xavier_uniform_(self.heads.weight, gain=0.5)
         nn.init.zeros_(self.heads.bias)
+        with torch.no_grad():  # each head's block: key C, beta, gate, shift S, gamma (, erase C, add C)
+            C, S = self.n_cols, self.n_shifts
+            sizes = [self.read_param_size] * self.n_read_heads + [self.write_param_size] * self.n_write_heads
+            for start in torch.tensor([0, *sizes[:-1]]).cumsum(0).tolist():
+                self.heads.bias[start + C + 1] = self.gate_bias
+                self.heads.bias[start + C + 2 + S // 2] = self.still_bias
+                self.heads.bias[start + C + 2 + S] = self.gamma_bias
         nn.init.xavier_uniform_(self.out.weight)
         nn.init.zeros_(self.out.bias)
 

@@ -58,6 +58,9 @@ class NTMConfig(RunConfig):
     memory_init: str = "constant"  # constant | learned | random
     initial_state: str = "learned"  # learned | constant
     output_from: str = "both"  # both ([h_t, r_t]) | reads (r_t only)
+    gate_bias: float = 0.0  # initial head biases, see foveal.models.NTM
+    still_bias: float = 0.0
+    gamma_bias: float = 0.0
     curriculum: bool = True
     curriculum_threshold: float = 0.01  # raise the level when the running bit error rate is below this
     n_eval: int = 1000  # sequences in the evaluation set (the task's full range)
@@ -260,6 +263,9 @@ def _build(config: NTMConfig, recipe: str) -> Task:
         memory_init=config.memory_init,
         initial_state=config.initial_state,
         output_from=config.output_from,
+        gate_bias=config.gate_bias,
+        still_bias=config.still_bias,
+        gamma_bias=config.gamma_bias,
     )
     if config.curriculum and len(levels) > 1:
         curriculum = Curriculum(len(levels), threshold=config.curriculum_threshold)
