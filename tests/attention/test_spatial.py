@@ -139,3 +139,17 @@ def test_keys_are_scored_and_values_averaged(score):
     assert_close(attn(V, h_Q, keys=V).output, attn(V, h_Q).output)
     with pytest.raises(ValueError, match="keys"):
         attn(V, h_Q, keys=keys[:, :-1])
+
+
+@pytest.mark.parametrize("score", ["additive", "dot"])
+def test_several_questions_per_image_equal_one_at_a_time(score):
+    attn = SpatialAttention(10, 10, 8, score=score)
+    V, _ = _inputs()
+    questions = torch.randn(3, 4, 10)  # 4 questions about each of the 3 images
+    keys = torch.randn_like(V)
+    v_hat, alpha = attn(V, questions, keys=keys)
+    assert v_hat.shape == (3, 4, 10) and alpha.shape == (3, 4, 7)
+    for j in range(4):
+        single = attn(V, questions[:, j], keys=keys)
+        assert_close(v_hat[:, j], single.output)
+        assert_close(alpha[:, j], single.weights)

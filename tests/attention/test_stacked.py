@@ -77,3 +77,15 @@ def test_keys_reach_every_hop():
         assert_close(maps[:, t], alpha)
         u = (alpha[..., None] * V).sum(1) + u
     assert_close(phi, u)
+
+
+def test_several_questions_per_image_equal_one_at_a_time():
+    san = StackedAttention(8, k_dim=5, hops=2)
+    V, _ = _inputs()
+    questions = torch.randn(3, 4, 8)
+    phi, maps = san(V, questions)
+    assert phi.shape == (3, 4, 8) and maps.shape == (3, 4, 2, 6)
+    for j in range(4):
+        single = san(V, questions[:, j])
+        assert_close(phi[:, j], single.output)
+        assert_close(maps[:, j], single.weights)

@@ -161,15 +161,28 @@ def test_training_smoke_loss_decreases() -> None:
     assert losses[-1] < 0.5 * losses[0]
 
 
-def test_image_index_shares_pictures_between_questions() -> None:
-    # Three questions about two pictures give what three copies of the pictures give.
-    model = VQA(VOCAB, ANSWERS, head="stacked", **SMALL).eval()
-    image, question, length = inputs(batch=3)
-    index = torch.tensor([1, 0, 1])
+@pytest.mark.parametrize(
+    ("head", "extra"),
+    [("none", {}), ("spatial", {}), ("stacked", {}), ("stacked", {"keys": "patch"}), ("channel", {})],
+)
+def test_image_index_shares_pictures_between_questions(head: str, extra: dict) -> None:
+    # Five questions about two pictures, in any order, give what five copies of the pictures give
+    # (our heads answer them on a (pictures, questions) layout; family heads on copies).
+    model = VQA(VOCAB, ANSWERS, head=head, **SMALL, **extra).eval()
+    image, question, length = inputs(batch=5)
+    index = torch.tensor([1, 0, 1, 1, 0])
     shared = model(image[:2], question, length, index)
     copied = model(image[:2][index], question, length)
-    torch.testing.assert_close(shared.logits, copied.logits)
-    torch.testing.assert_close(shared.attention, copied.attention)
+    assert_close(shared.logits, copied.logits)
+    if head != "none":
+        assert_close(shared.attention, copied.attention)
+
+
+def test_slot_in_picture() -> None:
+    from foveal.models.vqa import _slot_in_picture
+
+    assert _slot_in_picture(torch.tensor([0, 0, 1, 1, 0]), 2).tolist() == [0, 1, 0, 1, 2]
+    assert _slot_in_picture(torch.tensor([2, 0, 2]), 3).tolist() == [0, 0, 1]
 
 
 def test_docs_example_adds_a_head() -> None:

@@ -42,11 +42,12 @@ class SpatialAttention(nn.Module):
 
     Shape:
         - V: ``(B, N, C)``, the regions (a flattened map, see :func:`foveal.flatten_grid`)
-        - h_Q: ``(B, d_q)``
+        - h_Q: ``(B, d_q)``, or ``(B, n, d_q)``: ``n`` questions about the same regions, answered in
+          one pass (the regions are projected once, not once per question)
         - mask: bool ``(B, N)``, True = region may be attended; a row with no True gives zeros
         - keys: ``(B, N, C)``, what the score reads for each region (default: ``V``)
-        - output: ``(B, C)``, ``v_hat``
-        - weights: ``(B, N)``, ``alpha``
+        - output: ``(B, C)``, ``v_hat`` (``(B, n, C)`` for ``n`` questions)
+        - weights: ``(B, N)``, ``alpha`` (``(B, n, N)``)
 
     Example:
         >>> attn = SpatialAttention(512, 256, 128)
@@ -83,17 +84,19 @@ class SpatialAttention(nn.Module):
         self, V: Tensor, h_Q: Tensor, mask: Tensor | None = None, keys: Tensor | None = None
     ) -> AttentionOutput:
         sizes = check_shape("V", V, ("B", "N", self.c_dim))
-        check_shape("h_Q", h_Q, ("B", self.q_dim), sizes)
+        single = h_Q.dim() == 2
+        check_shape("h_Q", h_Q, ("B", self.q_dim) if single else ("B", None, self.q_dim), sizes)
         if keys is not None:
             check_shape("keys", keys, ("B", "N", self.c_dim), sizes)
         if mask is not None:
             check_shape("mask", mask, ("B", "N"), sizes)
             mask = mask.unsqueeze(1)
         score = self._additive_score if self.score in ("additive", "linear") else self.score
+        query = h_Q.unsqueeze(1) if single else h_Q  # (B, n, d_q)
         v_hat, alpha = attend(
-            h_Q.unsqueeze(1), V if keys is None else keys, V, score=score, mask=mask, temperature=self.temperature
+            query, V if keys is None else keys, V, score=score, mask=mask, temperature=self.temperature
         )
-        return AttentionOutput(v_hat.squeeze(1), alpha.squeeze(1))
+        return AttentionOutput(v_hat.squeeze(1), alpha.squeeze(1)) if single else AttentionOutput(v_hat, alpha)
 
     def _additive_score(self, query: Tensor, key: Tensor) -> Tensor:
         return additive_logits(self.W_q(query), self.W_v(key), self.w_a, self.activation)

@@ -39,11 +39,11 @@ class StackedAttention(nn.Module):
 
     Shape:
         - V: ``(B, N, d)``
-        - v_Q: ``(B, d)``
+        - v_Q: ``(B, d)``, or ``(B, n, d)``: ``n`` questions about the same regions, each with its own hops
         - mask: bool ``(B, N)``, True = region may be attended
         - keys: ``(B, N, d)``, what every hop's score reads (default: ``V``; see :class:`SpatialAttention`)
-        - output: ``(B, d)``, the final ``phi``
-        - weights: ``(B, hops, N)``, hop ``t``'s attention map at ``[:, t]``
+        - output: ``(B, d)``, the final ``phi`` (``(B, n, d)``)
+        - weights: ``(B, hops, N)``, hop ``t``'s attention map at ``[:, t]`` (``(B, n, hops, N)`` for ``n`` questions)
 
     Example:
         >>> san = StackedAttention(32, k_dim=16, hops=2)
@@ -61,13 +61,13 @@ class StackedAttention(nn.Module):
 
     def forward(self, V: Tensor, v_Q: Tensor, mask: Tensor | None = None, keys: Tensor | None = None) -> StackedOutput:
         sizes = check_shape("V", V, ("B", "N", self.dim))
-        check_shape("v_Q", v_Q, ("B", self.dim), sizes)
+        check_shape("v_Q", v_Q, ("B", self.dim) if v_Q.dim() == 2 else ("B", None, self.dim), sizes)
         query, maps = v_Q, []
         for hop in self.hops:
             v_filt, weights = hop(V, query, mask, keys)
             query = v_filt + query  # phi, the next hop's query
             maps.append(weights)
-        return StackedOutput(query, torch.stack(maps, dim=1))
+        return StackedOutput(query, torch.stack(maps, dim=-2))
 
     def example_inputs(self, batch: int = 2, generator: torch.Generator | None = None) -> tuple[Tensor, ...]:
         """Small random inputs for :meth:`forward` (used by the conformance tests)."""

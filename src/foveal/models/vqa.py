@@ -83,7 +83,8 @@ class PoolHead(nn.Module):
     """The vanilla baseline: ``phi = mean_i v_i + v_Q`` (no attention)."""
 
     def forward(self, V: Tensor, v_Q: Tensor, keys: Tensor | None = None) -> HeadOutput:
-        return HeadOutput(V.mean(dim=1) + v_Q, None)
+        pooled = V.mean(dim=1)
+        return HeadOutput((pooled if v_Q.dim() == 2 else pooled.unsqueeze(1)) + v_Q, None)
 
 
 class SingleHopHead(nn.Module):
@@ -95,7 +96,7 @@ class SingleHopHead(nn.Module):
 
     def forward(self, V: Tensor, v_Q: Tensor, keys: Tensor | None = None) -> HeadOutput:
         v_filt, alpha = self.attention(V, v_Q, keys=keys)
-        return HeadOutput(v_filt + v_Q, alpha.unsqueeze(1))
+        return HeadOutput(v_filt + v_Q, alpha.unsqueeze(-2))
 
 
 class StackedHead(nn.Module):
@@ -478,6 +479,20 @@ class VQAOutput(NamedTuple):
     candidate_logits: Tensor | None = None
 
 
+GROUPED_HEADS = (PoolHead, SingleHopHead, StackedHead)
+"""Heads that accept ``v_Q`` as ``(I, n, d)``: ``n`` questions about each of ``I`` pictures."""
+
+
+def _slot_in_picture(image_index: Tensor, pictures: int) -> Tensor:
+    """Each question's position among its picture's questions: ``[0, 0, 1, 1, 0] -> [0, 1, 0, 1, 2]``."""
+    order = torch.argsort(image_index, stable=True)
+    counts = torch.bincount(image_index, minlength=pictures)
+    starts = torch.cumsum(counts, 0) - counts
+    slot = torch.empty_like(image_index)
+    slot[order] = torch.arange(len(image_index), device=image_index.device) - starts[image_index[order]]
+    return slot
+
+
 @MODELS.register("vqa")
 class VQA(nn.Module):
     """CNN grid + LSTM question + attention head + answer MLP (seeds 000 and 002).
@@ -602,14 +617,27 @@ class VQA(nn.Module):
         grid_map = add_coords(layers[-1]) if self.grid_coords else layers[-1]
         V = self.project(flatten_grid(grid_map))  # (I, N, d)
         keys = None if self.key_encoder is None else self.key_project(flatten_grid(self.key_encoder(image)))
-        if image_index is not None:  # several questions per picture: encode each picture once
+        v_Q = None
+        if image_index is not None and isinstance(self.head, GROUPED_HEADS):
+            # Several questions per picture: the head answers them all against the picture's regions in
+            # one pass, on a (pictures, questions per picture) layout, instead of copying the regions
+            # once per question.
+            slot = _slot_in_picture(image_index, V.shape[0])
+            questions = self.question_encoder(question, length)
+            v_Q = questions.new_zeros(V.shape[0], int(slot.max()) + 1, questions.shape[-1])
+            v_Q[image_index, slot] = questions
+            out = self.head(V, v_Q) if keys is None else self.head(V, v_Q, keys)
+            weights = None if out.weights is None else out.weights[image_index, slot]
+            out = HeadOutput(out.phi[image_index, slot], weights)
+            V = V[image_index] if boxes is not None else V  # pointing pools each question's regions
+        elif image_index is not None:  # heads that take one question per row: copy the regions
             V = V[image_index]  # (B, N, d)
             keys = None if keys is None else keys[image_index]
             layers = [layer[image_index] for layer in layers] if family else layers
         if family:
             v_Q, words, word_mask = self.question_encoder.states(question, length)
             out = self.head(V, v_Q, words, word_mask, layers)
-        else:
+        elif v_Q is None:
             v_Q = self.question_encoder(question, length)
             out = self.head(V, v_Q) if keys is None else self.head(V, v_Q, keys)
         candidate_logits = None
