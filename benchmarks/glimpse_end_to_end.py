@@ -87,8 +87,8 @@ def tables(arms: dict[str, dict[int, list[dict]]]) -> None:
                 cells.append(summary(values, digits, len(seeds)))
             print(f"| {arm} | {len(seeds)} | " + " | ".join(cells) + " |")
     print("\nsteps to reach a test error (first evaluation at or below it; '>N' never), per seed\n")
-    print("| arm | " + " | ".join(f"<= {t:g}%" for t in THRESHOLDS) + " | wall s per run |")
-    print("|---|" + "---|" * (len(THRESHOLDS) + 1))
+    print("| arm | " + " | ".join(f"<= {t:g}%" for t in THRESHOLDS) + " |")
+    print("|---|" + "---|" * len(THRESHOLDS))
     for arm, seeds in arms.items():
         cells = []
         for threshold in THRESHOLDS:
@@ -97,8 +97,7 @@ def tables(arms: dict[str, dict[int, list[dict]]]) -> None:
                 hit = next((e["step"] for e in evals if e["error"] <= threshold), None)
                 per_seed.append(str(hit) if hit is not None else f">{evals[-1]['step']}")
             cells.append(" / ".join(per_seed))
-        walls = [evals[-1]["time"] for evals in seeds.values()]
-        print(f"| {arm} | " + " | ".join(cells) + f" | {summary(walls, 0)} |")
+        print(f"| {arm} | " + " | ".join(cells) + " |")
 
 
 def step_times(root: Path, arms: dict[str, dict[int, list[dict]]], steps: int, rounds: int) -> None:
