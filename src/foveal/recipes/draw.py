@@ -190,8 +190,8 @@ RECIPES.register("draw")(
                 "loop.log_every": 5,
             },
             # minutes on one CPU thread. Read 5 x 5, not the paper's 2 x 2: at T = 16 a 2 x 2 read
-            # sees 8 blurred numbers per step and the model learns ~4x slower per CPU-second
-            # (docs/draw.md, "Read size"); the paper's 2 x 2 read comes with T = 64.
+            # sees 8 blurred numbers per step and the model needs ~4x more steps to the same loss
+            # (docs/draw.md, "Is the attention handicapped?"); the paper pairs 2 x 2 with T = 64.
             "quick": {
                 "T": 16,
                 "enc_size": 128,
