@@ -35,7 +35,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from foveal.models.stn_classifier import STCNN
+from foveal.models.stn_classifier import CNN, STCNN
 from foveal.recipes.stn import ImageData, image_sets
 
 THRESHOLDS = (45.0, 35.0, 30.0, 25.0)
@@ -106,10 +106,13 @@ def step_times(root: Path, arms: dict[str, dict[int, list[dict]]], steps: int, r
     for arm, seeds in arms.items():
         config = json.loads((root / f"{arm}-s{min(seeds)}" / "config.json").read_text())["config"]
         torch.manual_seed(0)
-        models[arm] = STCNN(
-            1, in_size=60, out_size=config["st_size"] or 60, transform=config["transform"],
-            read=config.get("read", "bilinear"), gaussian_std=config.get("gaussian_std", 0.5),
-        )  # fmt: skip
+        if config["model"] == "cnn":  # the baseline on the whole canvas, for scale
+            models[arm] = CNN(1, in_size=60)
+        else:
+            models[arm] = STCNN(
+                1, in_size=60, out_size=config["st_size"] or 60, transform=config["transform"],
+                read=config.get("read", "bilinear"), gaussian_std=config.get("gaussian_std", 0.5),
+            )  # fmt: skip
         optimisers[arm] = torch.optim.Adam(models[arm].parameters(), lr=1e-3)
     _, test = image_sets(ImageData(n_test=2000), "cluttered")
     batches = [(test.images[i : i + 64].float() / 255, test.labels[i : i + 64]) for i in range(0, 64 * steps, 64)]
