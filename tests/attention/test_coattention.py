@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from _grads import assert_every_parameter_learns
 from foveal.attention.coattention import (
     AlternatingCoAttention,
     HopCoAttention,
@@ -191,8 +192,7 @@ def test_every_parameter_gets_a_gradient(name: str) -> None:
     co = ATTENTION.get(name)(8, k_dim=4)
     out = co(*co.example_inputs(generator=torch.Generator().manual_seed(2)))
     out.output.square().sum().backward()
-    for pname, p in co.named_parameters():
-        assert p.grad is not None and p.grad.abs().sum() > 0, pname
+    assert_every_parameter_learns(co)
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -7,6 +7,7 @@ import torch
 import torch.nn.functional as F
 from torch.testing import assert_close
 
+from _grads import assert_every_parameter_learns
 from foveal.attention.grid import flatten_grid
 from foveal.models.vqa import VQA, VQA_HEADS, GridEncoder, QuestionEncoder
 from foveal.registry import MODELS
@@ -47,9 +48,7 @@ def test_every_parameter_gets_a_gradient(head: str, hops: int) -> None:
     model = VQA(VOCAB, ANSWERS, head=head, hops=hops, **SMALL)
     image, question, length = inputs()
     F.cross_entropy(model(image, question, length).logits, torch.tensor([0, 4, 12])).backward()
-    for name, p in model.named_parameters():
-        assert p.grad is not None and torch.isfinite(p.grad).all(), name
-        assert p.grad.abs().sum() > 0, name
+    assert_every_parameter_learns(model)
 
 
 @pytest.mark.parametrize("head", ["none", "spatial", "stacked"])
