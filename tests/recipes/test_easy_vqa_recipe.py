@@ -33,6 +33,9 @@ def test_build_loss_evaluate_show(tmp_path, by_image: bool) -> None:
         result
     )
     assert 0 <= result["mask_mass"] <= 1 and result["mask_mass"] == result["mask_mass_hop2"]
+    # the overall mass is the question-weighted mean of the per-answer-type masses, so it lies between them
+    per_type = [result[f"mask_mass_{key}"] for key in ("yesno", "shape", "colour")]
+    assert min(per_type) - 1e-6 <= result["mask_mass"] <= max(per_type) + 1e-6
     (path,) = task.show(task.model, task.eval_set, tmp_path)
     assert path.exists() and path.stat().st_size > 1000
 

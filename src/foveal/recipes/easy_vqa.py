@@ -101,26 +101,33 @@ def evaluate(model: VQA, dataset: Dataset, batch_size: int = 256) -> dict[str, f
     """Accuracy overall and per answer type; attention mass inside the object mask per hop and last.
 
     Masses are averaged over all questions (see :func:`foveal.viz.heatmap.mass_in_mask`); ``mask_mass``
-    is the last hop's. The ``none`` head has no attention and reports no mass.
+    is the last hop's, and ``mask_mass_TYPE`` the last hop's over the questions of one answer type (a
+    yes/no question about a colour that is not in the picture need not look at the shape). The ``none``
+    head has no attention and reports no mass.
     """
     device = next(model.parameters()).device
     correct = torch.zeros(len(ANSWER_TYPES))
     count = torch.zeros(len(ANSWER_TYPES))
-    mass_sum: Tensor | None = None
+    mass_sum: Tensor | None = None  # (answer types, hops)
     for batch in DataLoader(dataset, batch_size=batch_size):
         out = model(batch.image.to(device), batch.question.to(device), batch.length.to(device))
         right = (out.logits.argmax(-1).cpu() == batch.answer).float()
         correct.index_add_(0, batch.answer_type, right)
         count.index_add_(0, batch.answer_type, torch.ones_like(right))
         if out.attention is not None:
-            mass = mass_in_mask(out.attention.cpu(), batch.mask, (model.grid, model.grid)).sum(0)  # (hops,)
-            mass_sum = mass if mass_sum is None else mass_sum + mass
+            mass = mass_in_mask(out.attention.cpu(), batch.mask, (model.grid, model.grid))  # (B, hops)
+            if mass_sum is None:
+                mass_sum = mass.new_zeros(len(ANSWER_TYPES), mass.shape[1])
+            mass_sum.index_add_(0, batch.answer_type, mass)
     metrics = {"acc": (correct.sum() / count.sum()).item()}
     metrics |= {f"acc_{key}": (correct[t] / count[t]).item() for t, key in enumerate(TYPE_KEYS) if count[t]}
     if mass_sum is not None:
-        masses = (mass_sum / count.sum()).tolist()
+        masses = (mass_sum.sum(0) / count.sum()).tolist()
         metrics |= {f"mask_mass_hop{h + 1}": m for h, m in enumerate(masses)}
         metrics["mask_mass"] = masses[-1]
+        metrics |= {
+            f"mask_mass_{key}": (mass_sum[t, -1] / count[t]).item() for t, key in enumerate(TYPE_KEYS) if count[t]
+        }
     return metrics
 
 
