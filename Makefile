@@ -8,7 +8,7 @@ TORCH_SPEC ?= torch==2.13.0
 THREADS ?= 1
 STAMP  := $(VENV)/.foveal-installed
 
-.PHONY: setup demo test lint bench clean
+.PHONY: setup demo test test-slow lint bench clean
 
 setup: $(STAMP)
 
@@ -23,6 +23,10 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest
+
+# The long end-to-end checks (recipes' quick presets converging); CI runs them after `make test`.
+test-slow: $(STAMP)
+	$(BIN)/python -m pytest -m slow
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks

@@ -74,3 +74,19 @@ def test_copy_quick_preset_converges(tmp_path):
     _, metrics = start_run("ntm-copy", "quick", None, {}, 0, 1, tmp_path / "run")
     assert metrics["bits"] < 0.1
     assert metrics["bits_len40"] == metrics["bits_len40"]  # evaluated, and not NaN
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_learning_rate_anneals_once_the_last_level_is_mastered(name):
+    _, config, task = build(name, anneal="0.25")
+    curriculum = task.model.curriculum
+    assert task.lr_scale() == 1.0
+    curriculum.level.fill_(curriculum.n_levels - 1)  # the last level reached is not yet mastered
+    curriculum.update(1.0)
+    assert task.lr_scale() == 1.0 and not curriculum.mastered
+    for _ in range(200):  # a long run of perfect batches brings the running error under the threshold
+        curriculum.update(0.0)
+    assert curriculum.mastered and task.lr_scale() == config.anneal == 0.25
+    curriculum.update(1.0)  # mastery is kept: one bad batch does not raise the rate again
+    assert task.lr_scale() == 0.25
+    assert any(key.endswith("curriculum.mastered") for key in task.model.state_dict())  # resumes with the model

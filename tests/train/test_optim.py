@@ -72,3 +72,20 @@ def test_clipping_by_value_then_norm():
     assert total.item() == pytest.approx(0.5, rel=1e-5)
     # Direction is kept by norm clipping.
     assert a.grad[0] / b.grad[0] == pytest.approx(-1.0)
+
+
+def test_scheduler_scale_is_read_every_step():
+    # A task's lr_scale (the NTM recipes' anneal on mastery) multiplies the schedule from the next step on.
+    loop = LoopConfig(steps=10, lr=0.2)
+    p = nn.Parameter(torch.zeros(1))
+    opt = build_optimizer([p], loop)
+    state = {"scale": 1.0}
+    sched = build_scheduler(opt, loop, scale=lambda: state["scale"])
+    seen = []
+    for step in range(4):
+        seen.append(opt.param_groups[0]["lr"])
+        state["scale"] = 0.1 if step >= 1 else 1.0
+        p.grad = torch.zeros(1)
+        opt.step()
+        sched.step()
+    assert seen == pytest.approx([0.2, 0.2, 0.02, 0.02])

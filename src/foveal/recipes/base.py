@@ -82,6 +82,8 @@ class Task:
     evaluate: EvalFn | None = None
     collate: Callable[[list[Any]], Batch] | None = None
     show: ShowFn | None = None
+    lr_scale: Callable[[], float] | None = None
+    """A multiplier of the scheduled learning rate, read every step (see ``build_scheduler``)."""
 
 
 @dataclass

@@ -125,7 +125,7 @@ def _train(task: Task, config: RunConfig, run_dir: Path, resume: bool, device: t
     path = run_dir / ckpt.CHECKPOINT
     model = task.model.to(device)
     optimizer = build_optimizer(model.parameters(), loop)
-    scheduler = build_scheduler(optimizer, loop)
+    scheduler = build_scheduler(optimizer, loop, task.lr_scale)
     step = 0
     window: dict[str, Any] = {"count": 0, "sums": {}}
     rng: dict[str, Any] | None = None

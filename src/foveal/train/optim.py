@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import torch
 from torch import nn
@@ -60,9 +60,24 @@ def lr_factor(step: int, loop: LoopConfig) -> float:
     raise ValueError(f"unknown schedule {loop.schedule!r}; choose from: constant, cosine, step")
 
 
-def build_scheduler(optimizer: torch.optim.Optimizer, loop: LoopConfig) -> torch.optim.lr_scheduler.LambdaLR:
-    """A ``LambdaLR`` following :func:`lr_factor`; its state is just the step count."""
-    return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: lr_factor(step, loop))
+def build_scheduler(
+    optimizer: torch.optim.Optimizer, loop: LoopConfig, scale: Callable[[], float] | None = None
+) -> torch.optim.lr_scheduler.LambdaLR:
+    """A ``LambdaLR`` following :func:`lr_factor`, times ``scale()`` when given; its state is the step count.
+
+    ``scale`` lets a task lower the rate as it learns (the NTM recipes: once the curriculum's last
+    level is mastered). It is read at every step, so it must be a function of state that is saved
+    and resumed (a buffer of the model), or a resumed run would not continue exactly.
+
+    Example:
+        >>> opt = build_optimizer(nn.Linear(2, 1).parameters(), LoopConfig(lr=1.0))
+        >>> sched = build_scheduler(opt, LoopConfig(lr=1.0), scale=lambda: 0.1)
+        >>> opt.param_groups[0]["lr"]
+        0.1
+    """
+    return torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: lr_factor(step, loop) * (1.0 if scale is None else scale())
+    )
 
 
 def clip_gradients(params: Iterable[nn.Parameter], loop: LoopConfig) -> float | None:
