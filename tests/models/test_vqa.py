@@ -15,6 +15,7 @@ from foveal.registry import MODELS
 VOCAB, ANSWERS = 20, 13
 SMALL = {"dim": 16, "k_dim": 8, "channels": (4, 8), "grid": 16, "embed_dim": 8, "mlp_hidden": 16}
 HEADS = [("none", 1), ("spatial", 1), ("dot", 1), ("cosine", 1), ("stacked", 1), ("stacked", 2), ("stacked", 3)]
+HEADS += [("stacked-dot", 2)]
 
 
 def inputs(batch: int = 3, generator_seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -68,6 +69,21 @@ def test_stacked_head_feeds_phi_to_the_next_hop() -> None:
     with torch.no_grad():
         model.head.attention.hops[0].w_a.weight.mul_(5.0)
     assert not torch.allclose(before, model(*x).attention[:, 1])
+
+
+def test_stacked_dot_hops_score_by_the_dot_product() -> None:
+    # phi_t = sum_i softmax_i(v_i . q_{t-1}) v_i + q_{t-1}, q_0 = v_Q: seed 002's parameter-free score.
+    model = VQA(VOCAB, ANSWERS, head="stacked-dot", hops=2, **SMALL).eval()
+    image, question, length = inputs()
+    V = model.project(flatten_grid(model.image_encoder(image)))
+    query, maps = model.question_encoder(question, length), []
+    for _ in range(2):
+        alpha = torch.softmax((V * query.unsqueeze(1)).sum(-1), dim=-1)
+        query = (alpha.unsqueeze(-1) * V).sum(1) + query
+        maps.append(alpha)
+    out = model(image, question, length)
+    assert_close(out.attention, torch.stack(maps, 1))
+    assert_close(out.logits, model.classifier(query))
 
 
 @pytest.mark.parametrize("bidirectional", [True, False])

@@ -78,6 +78,20 @@ def test_shapes_distributions_and_no_nan(head: str) -> None:
         assert out.layer_weights.shape == (3, len(TINY["channels"]))
 
 
+@pytest.mark.parametrize("head", HEADS)
+def test_pointing_by_attention_trains_every_parameter(head: str) -> None:
+    # The shapes-vqa default: a pointing answer also scores where the last map looked.
+    torch.manual_seed(0)
+    model = build(head, point_by_attention=True)
+    out = model(**inputs())
+    assert torch.isfinite(out.candidate_logits).all()
+    loss = F.cross_entropy(out.logits, torch.tensor([0, 5, 11])) + F.cross_entropy(
+        out.candidate_logits, torch.tensor([0, 3, 1])
+    )
+    loss.backward()
+    assert_every_parameter_learns(model)
+
+
 def test_maps_have_the_documented_steps() -> None:
     x = inputs()
     assert build("stacked", hops=3)(**x).attention.shape[1] == 3
@@ -127,6 +141,26 @@ def test_candidate_scores_read_the_regions_inside_each_box() -> None:
     after = model(**dict(x, boxes=moved)).candidate_logits
     torch.testing.assert_close(after[:, [0, 1, 3]], before[:, [0, 1, 3]])
     assert not torch.allclose(after[:, 2], before[:, 2])
+
+
+@pytest.mark.parametrize("head", ["stacked", "stacked-dot", "transformer"])
+def test_point_by_attention_adds_the_log_of_the_last_maps_mass_in_each_box(head: str) -> None:
+    from foveal.attention import box_weights
+
+    torch.manual_seed(0)
+    plain = build(head).eval()
+    model = build(head, point_by_attention=True).eval()
+    model.load_state_dict(plain.state_dict())
+    x = inputs()
+    out = model(**x)
+    mass = (box_weights(x["boxes"], (model.covered,) * 2, (GRID, GRID)) * out.attention[:, -1:]).sum(-1)
+    torch.testing.assert_close(out.candidate_logits, plain(**x).candidate_logits + mass.log())
+    # The pointing loss reaches the attention itself, not only through phi: with the pointer's
+    # score zeroed the answer is the box where the last map put the most weight.
+    with torch.no_grad():
+        model.pointer.w_a.weight.zero_()
+        model.pointer.w_a.bias.zero_()
+    assert torch.equal(model(**x).candidate_logits.argmax(-1), mass.argmax(-1))
 
 
 def test_boxes_need_the_pointer() -> None:

@@ -10,7 +10,7 @@ backward states are concatenated (seed 002's ``v_Q``), or a one-way LSTM's final
 - ``spatial``: one additive hop (seed 000), ``phi = v_filt + v_Q``;
 - ``dot`` / ``cosine``: one parameter-free hop (seed 002), ``phi = v_filt + v_Q``;
 - ``stacked``: K hops (seed 002, stacked attention networks); each hop's ``phi`` is the next
-  hop's query.
+  hop's query; ``stacked-dot``: the same with the parameter-free dot score in every hop.
 
 The attention modules come from :mod:`foveal.attention`; a head here only adapts their outputs.
 New heads are added to :data:`VQA_HEADS` (see ``docs/vqa.md``).
@@ -134,6 +134,14 @@ def _cosine_head(dim: int, *, k_dim: int, hops: int) -> nn.Module:
 @VQA_HEADS.register("stacked")
 def _stacked_head(dim: int, *, k_dim: int, hops: int) -> nn.Module:
     return StackedHead(StackedAttention(dim, k_dim=k_dim, hops=hops))
+
+
+@VQA_HEADS.register("stacked-dot")
+def _stacked_dot_head(dim: int, *, k_dim: int, hops: int) -> nn.Module:
+    # Seed 002's parameter-free score in every hop. The additive (tanh) score is nearly linear at
+    # initialisation, so the question barely changes which region wins and the hops learn to look
+    # for a named colour very slowly; the product v_i * v_Q compares them from the first step.
+    return StackedHead(StackedAttention(dim, k_dim=k_dim, hops=hops, score="dot"))
 
 
 # --- The seed 002 family: heads that also read the question's words or the CNN's layers -------------
@@ -524,10 +532,16 @@ class VQA(nn.Module):
         image_size: input height and width.
         pointing: add the candidate-box scorer (pass ``boxes`` to :meth:`forward`).
         heads: attention heads of the ``transformer`` head.
+        point_by_attention: add to each candidate's score the log of the last attention map's mean
+            weight inside its box (heads with attention only), so a pointing answer is where the model
+            looked and its loss trains the attention directly.
 
     Pointing (Visual7W "which" answers): each candidate box pools the regions the head saw with
     :func:`foveal.attention.box_weights`, and an additive score compares it with ``phi``:
     ``s_k = w^T tanh(W_c c_k + W_p phi + b)``; the loss is a cross-entropy over the ``K`` candidates.
+    With ``point_by_attention``, ``s_k + log(sum_i B_ki alpha_i)`` where ``B_k`` are the box's pooling
+    weights and ``alpha`` the last map: without it the attention learns only through the answer, and
+    from scratch it never found the named object on ``shapes`` (docs/vqa.md).
 
     Shape:
         - image: ``(B, 3, image_size, image_size)``
@@ -578,6 +592,7 @@ class VQA(nn.Module):
         image_size: int = 64,
         pointing: bool = False,
         heads: int = 4,
+        point_by_attention: bool = False,
     ) -> None:
         super().__init__()
         self.head_name, self.grid, self.grid_coords = head, grid, grid_coords
@@ -602,6 +617,7 @@ class VQA(nn.Module):
             self.key_project = nn.Linear(key_channels[-1], dim)
         self.classifier = nn.Sequential(nn.Linear(dim, mlp_hidden), nn.ReLU(), nn.Linear(mlp_hidden, num_answers))
         self.pointer = Additive(dim, dim, k_dim) if pointing else None
+        self.point_by_attention = point_by_attention
         self.covered = grid * self.image_encoder.cell_size  # pixels the grid covers, per side
 
     def forward(
@@ -646,8 +662,11 @@ class VQA(nn.Module):
                 raise ValueError("boxes given to a VQA model built without pointing=True")
             check_shape("boxes", boxes, (V.shape[0], None, 4))
             regions = V if out.regions is None else out.regions
-            candidates = box_weights(boxes, (self.covered, self.covered), (self.grid, self.grid)) @ regions
-            candidate_logits = self.pointer(out.phi.unsqueeze(1), candidates).squeeze(1)  # (B, K)
+            pool = box_weights(boxes, (self.covered, self.covered), (self.grid, self.grid))  # (B, K, N)
+            candidate_logits = self.pointer(out.phi.unsqueeze(1), pool @ regions).squeeze(1)  # (B, K)
+            if self.point_by_attention and out.weights is not None:
+                mass = (pool * out.weights[:, -1:]).sum(-1)  # (B, K): the last map's mean weight in each box
+                candidate_logits = candidate_logits + mass.clamp_min(torch.finfo(mass.dtype).tiny).log()
         return VQAOutput(
             self.classifier(out.phi),
             out.weights,

@@ -1,11 +1,12 @@
 """``shapes-vqa``: the VQA model with any seed 002 head on the relational ``shapes`` set (Sort-of-CLEVR).
 
-``foveal train shapes-vqa --preset quick`` trains the default model (2 stacked hops over a 9 x 9 grid
-with coordinate features); ``--set head=transformer``, ``--set hops=3``, ``--set grid_coords=false``
-swap the parts (every name in :data:`foveal.models.vqa.VQA_HEADS`). Pointing questions are answered
-by scoring their 4 candidate boxes (a cross-entropy over the candidates); the others by the answer
-classifier. ``eval`` reports accuracy per family (non-relational, relational, pointing) and per
-template, and the parameter count; ``show`` draws, per question, every hop's heatmap, the word
+``foveal train shapes-vqa --preset quick`` trains the default model (2 stacked hops with the dot
+score over a 9 x 9 grid with coordinate features); ``--set head=transformer``, ``--set hops=3``,
+``--set grid_coords=false`` swap the parts (every name in :data:`foveal.models.vqa.VQA_HEADS`).
+Pointing questions are answered by scoring their 4 candidate boxes (a cross-entropy over the
+candidates), by default with the last hop's mass in each box added (``point_by_attention``); the
+others by the answer classifier. ``eval`` reports accuracy per family (non-relational, relational,
+pointing) and per template, and the parameter count; ``show`` draws, per question, every hop's heatmap, the word
 weights, the channel weights of channel attention and the chosen box of a pointing question.
 """
 
@@ -34,13 +35,14 @@ FAMILY_KEYS = ("non_relational", "relational", "pointing")  # metric-name forms 
 
 @dataclass
 class ShapesVQAConfig(RunConfig):
-    head: str = "stacked"  # any name in foveal.models.vqa.VQA_HEADS
+    head: str = "stacked-dot"  # any name in foveal.models.vqa.VQA_HEADS (additive "stacked" never found the colour)
     hops: int = 2  # hops of stacked/channel/coattention-independent/-joint/context-*; blocks of transformer
     grid_coords: bool = True  # each region vector carries its cell's (x, y): relations need positions
     coords: bool = True  # CoordConv input channels
     dim: int = 64
     k_dim: int = 32
     heads: int = 4  # transformer head only
+    point_by_attention: bool = True  # pointing answers score where the last hop looked (trains attention)
     channels: tuple[int, ...] = (24, 32, 32, 32)
     stem_stride: int = 2  # 75 px -> 38 -> pool 19 -> pool 9: a 9 x 9 grid of 8 px cells
     grid: int = 9
@@ -152,6 +154,7 @@ def build_model(config: ShapesVQAConfig) -> VQA:
         image_size=IMAGE_SIZE,
         pointing=True,
         heads=config.heads,
+        point_by_attention=config.point_by_attention,
     )
 
 
