@@ -109,3 +109,13 @@ def test_console_error_has_no_traceback(tmp_path):
     )
     assert done.returncode == 2
     assert done.stderr == "foveal: error: bad value 'fast' for loop.lr (--set); expected float\n"
+
+
+def test_eval_threads_flag_sets_torch_threads(run_dir, capsys, monkeypatch):
+    import torch
+
+    seen = []
+    monkeypatch.setattr(torch, "set_num_threads", seen.append)
+    assert main(["eval", str(run_dir), "--threads", "2"]) == 0
+    assert main(["show", str(run_dir), "--threads", "3"]) == 0
+    assert seen == [2, 3]

@@ -61,10 +61,12 @@ def _parser() -> argparse.ArgumentParser:
 
     e = sub.add_parser("eval", help="evaluate a trained run: print JSON metrics, write RUN/eval.json")
     e.add_argument("run", help="a run directory")
+    e.add_argument("--threads", type=int, help="torch intra-op threads (default: the run's config)")
 
     s = sub.add_parser("show", help="draw a run's figures into RUN/figures/, or a named stand-alone figure")
     s.add_argument("target", help="a run directory, or a figure name (see `foveal list`)")
     s.add_argument("--out", metavar="DIR", default="figures", help="where a named figure goes (default: ./figures)")
+    s.add_argument("--threads", type=int, help="torch intra-op threads for a run (default: the run's config)")
 
     d = sub.add_parser("demo", help="train the easy-vqa quick preset, evaluate, draw, write RUN/report.html")
     d.add_argument("--recipe", default="easy-vqa", help="recipe to demonstrate (default: easy-vqa)")
@@ -125,7 +127,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 def cmd_eval(args: argparse.Namespace) -> int:
     from foveal.runs import eval_run
 
-    print(json.dumps(eval_run(args.run), indent=2))
+    print(json.dumps(eval_run(args.run, threads=args.threads), indent=2))
     return 0
 
 
@@ -137,7 +139,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     if Path(args.target).is_dir():
         from foveal.runs import show_run
 
-        paths = show_run(args.target)
+        paths = show_run(args.target, threads=args.threads)
     elif args.target in FIGURES:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)

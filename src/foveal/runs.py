@@ -182,12 +182,12 @@ def load_run(run_dir: str | Path) -> Run:
     return Run(run_dir, recipe, preset, config, task)
 
 
-def eval_run(run: str | Path | Run) -> dict[str, float]:
-    """Evaluate a trained run on its eval set and write ``RUN/eval.json``."""
+def eval_run(run: str | Path | Run, threads: int | None = None) -> dict[str, float]:
+    """Evaluate a trained run on its eval set and write ``RUN/eval.json`` (``threads``: default the run's)."""
     import torch
 
     run = run if isinstance(run, Run) else load_run(run)
-    torch.set_num_threads(run.config.threads)
+    torch.set_num_threads(threads or run.config.threads)
     if run.task.evaluate is None or run.task.eval_set is None:
         raise ValueError(f"recipe {run.recipe.name!r} defines no evaluation")
     metrics = evaluate(run.task, run.task.model)
@@ -195,12 +195,12 @@ def eval_run(run: str | Path | Run) -> dict[str, float]:
     return metrics
 
 
-def show_run(run: str | Path | Run) -> list[Path]:
-    """Draw a trained run's figures into ``RUN/figures/``."""
+def show_run(run: str | Path | Run, threads: int | None = None) -> list[Path]:
+    """Draw a trained run's figures into ``RUN/figures/`` (``threads``: default the run's)."""
     import torch
 
     run = run if isinstance(run, Run) else load_run(run)
-    torch.set_num_threads(run.config.threads)
+    torch.set_num_threads(threads or run.config.threads)
     if run.task.show is None:
         raise ValueError(f"recipe {run.recipe.name!r} draws no figures")
     model = run.task.model.eval()
