@@ -37,7 +37,7 @@ FAMILY_KEYS = ("non_relational", "relational", "pointing")  # metric-name forms 
 class ShapesVQAConfig(RunConfig):
     head: str = "stacked-dot"  # any name in foveal.models.vqa.VQA_HEADS (additive "stacked" never found the colour)
     # Hops of stacked(-dot)/channel/coattention-independent/-joint/context-*; blocks of transformer. One hop
-    # by default: in the full preset it read shapes by step 3000, two hops by 4000 (seed 1) or never (seed 0).
+    # by default: in 6,000-step runs it read shapes by step 3000, two hops by 4000 (seed 1) or never (seed 0).
     hops: int = 1
     grid_coords: bool = True  # each region vector carries its cell's (x, y): relations need positions
     coords: bool = True  # CoordConv input channels
@@ -289,7 +289,8 @@ RECIPES.register("shapes-vqa")(
                 "loop.eval_every": 0,
                 "loop.ckpt_every": 100,
             },
-            "full": {"loop.steps": 6000, "loop.eval_every": 1000},
+            # 12,000 steps (about 38 epochs, 22 min of one thread): relational 69.9% after 6,000, 91.9% here.
+            "full": {"loop.steps": 12000, "loop.eval_every": 2000},
             "ci": {
                 "n_images": 8,
                 "questions_per_image": 20,
