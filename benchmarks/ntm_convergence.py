@@ -25,7 +25,7 @@ from foveal.recipes.config import resolve_config
 from foveal.runs import get_recipe
 from foveal.train import evaluate
 from foveal.train.loop import seed_everything
-from foveal.train.optim import build_optimizer, clip_gradients
+from foveal.train.optim import build_optimizer, build_scheduler, clip_gradients
 from foveal.train.sampler import StepBatchSampler
 
 
@@ -36,6 +36,7 @@ def converge(recipe_name: str, seed: int, preset: str | None, sets: dict[str, st
     task = recipe.build(config)
     model, loop = task.model, config.loop
     optimizer = build_optimizer(model.parameters(), loop)
+    scheduler = build_scheduler(optimizer, loop, task.lr_scale)  # the loop's schedule and anneal on mastery
     batches = iter(StepBatchSampler(len(task.train_set), loop.batch_size, config.seed))
     curriculum = getattr(model, "curriculum", None)
     extras, task.eval_set.extras = task.eval_set.extras, {}  # checks score the main set only
@@ -50,6 +51,7 @@ def converge(recipe_name: str, seed: int, preset: str | None, sets: dict[str, st
         loss.backward()
         clip_gradients(model.parameters(), loop)
         optimizer.step()
+        scheduler.step()
         step += 1
         train_wall += time.perf_counter() - w0
         train_cpu += time.process_time() - c0

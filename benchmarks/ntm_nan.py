@@ -19,7 +19,7 @@ import torch
 from foveal.recipes.config import resolve_config
 from foveal.runs import get_recipe
 from foveal.train.loop import seed_everything
-from foveal.train.optim import build_optimizer, clip_gradients
+from foveal.train.optim import build_optimizer, build_scheduler, clip_gradients
 from foveal.train.sampler import StepBatchSampler
 
 RECIPES = ("ntm-copy", "ntm-repeat-copy", "ntm-recall", "ntm-sort")
@@ -36,6 +36,7 @@ def run_seed(name: str, seed: int, preset: str | None, steps: int, threads: int)
     task = recipe.build(config)
     model, loop = task.model, config.loop
     optimizer = build_optimizer(model.parameters(), loop)
+    scheduler = build_scheduler(optimizer, loop, task.lr_scale)  # the loop's schedule and anneal on mastery
     batches = iter(StepBatchSampler(len(task.train_set), loop.batch_size, config.seed))
     first_nan, bits = None, []
     for step in range(1, steps + 1):
@@ -45,6 +46,7 @@ def run_seed(name: str, seed: int, preset: str | None, steps: int, threads: int)
         ok = bool(torch.isfinite(loss)) and finite(p.grad for p in model.parameters())
         clip_gradients(model.parameters(), loop)
         optimizer.step()
+        scheduler.step()
         ok = ok and finite(model.parameters())
         bits.append(metrics["bits"])
         if not ok:

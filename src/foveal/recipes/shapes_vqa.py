@@ -6,8 +6,9 @@ over a 9 x 9 grid with coordinate features); ``--set head=transformer``, ``--set
 Pointing questions are answered by scoring their 4 candidate boxes (a cross-entropy over the
 candidates), by default with the last hop's mass in each box added (``point_by_attention``); the
 others by the answer classifier. ``eval`` reports accuracy per family (non-relational, relational,
-pointing) and per template, and the parameter count; ``show`` draws, per question, every hop's heatmap, the word
-weights, the channel weights of channel attention and the chosen box of a pointing question.
+pointing) and per template, and the parameter count; ``show`` draws, per question, every hop's
+heatmap, the word weights, the channel weights of channel attention and the chosen box of a
+pointing question.
 """
 
 from __future__ import annotations
