@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from _grads import assert_every_parameter_learns
-from foveal.models.vqa import VQA, VQA_HEADS, FamilyHead, GridEncoder, QuestionEncoder
+from foveal.models.vqa import VQA, VQA_HEADS, ContextStackedHead, FamilyHead, GridEncoder, QuestionEncoder
 
 VOCAB, ANSWERS, SIZE, GRID = 20, 12, 32, 8
 TINY = {"dim": 16, "k_dim": 8, "channels": (4, 6), "grid": GRID, "embed_dim": 8, "mlp_hidden": 16, "heads": 2}
@@ -50,7 +50,10 @@ def test_the_seed_002_family_is_registered() -> None:
         "transformer",
     }
     assert family <= set(HEADS)
-    assert all(issubclass(VQA_HEADS.get(name), FamilyHead) for name in family)
+    # The context heads need only (V, v_Q): their context is per picture, so they take the grouped path.
+    grouped = {"context-bilstm", "context-self"}
+    assert all(issubclass(VQA_HEADS.get(name), FamilyHead) for name in family - grouped)
+    assert all(issubclass(VQA_HEADS.get(name), ContextStackedHead) for name in grouped)
 
 
 @pytest.mark.parametrize("head", HEADS)
@@ -124,7 +127,7 @@ def test_state_dict_round_trip(head: str) -> None:
     assert torch.equal(a.logits, b.logits) and torch.equal(a.candidate_logits, b.candidate_logits)
 
 
-@pytest.mark.parametrize("head", ["stacked", "coattention-parallel", "transformer"])
+@pytest.mark.parametrize("head", ["stacked", "context-self", "context-bilstm", "coattention-parallel", "transformer"])
 def test_image_index_equals_repeating_the_images(head: str) -> None:
     model = build(head).eval()
     x = inputs()

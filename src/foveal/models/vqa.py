@@ -263,17 +263,21 @@ class AlternatingHead(OneStepCoAttentionHead):
         super().__init__(AlternatingCoAttention(dim, k_dim=k_dim))
 
 
-class ContextStackedHead(FamilyHead):
-    """Contextualise the regions (every region sees the rest of the image), then ``hops`` stacked hops."""
+class ContextStackedHead(StackedHead):
+    """Contextualise the regions (every region sees the rest of the image), then ``hops`` stacked hops.
+
+    The context does not depend on the question, so it runs once per picture and the hops answer all
+    of a picture's questions together (the grouped layout of :class:`StackedHead`). The hops use the
+    dot score for the reason given at ``stacked-dot``.
+    """
 
     def __init__(self, context: nn.Module, dim: int, *, k_dim: int, hops: int) -> None:
-        super().__init__()
+        super().__init__(StackedAttention(dim, k_dim=k_dim, hops=hops, score="dot"))
         self.context = context
-        self.spatial = StackedAttention(dim, k_dim=k_dim, hops=hops)
 
-    def forward(self, V, v_Q, words, word_mask, layers) -> HeadOutput:
+    def forward(self, V: Tensor, v_Q: Tensor, keys: Tensor | None = None) -> HeadOutput:
         V_c = self.context(V).output
-        phi, weights = self.spatial(V_c, v_Q)
+        phi, weights = self.attention(V_c, v_Q)
         return HeadOutput(phi, weights, regions=V_c)
 
 
@@ -281,7 +285,7 @@ class ContextStackedHead(FamilyHead):
 class BiLSTMContextHead(ContextStackedHead):
     """A BiLSTM over the grid (row-major), then stacked attention."""
 
-    def __init__(self, dim: int, *, k_dim: int, hops: int, **_: object) -> None:
+    def __init__(self, dim: int, *, k_dim: int, hops: int) -> None:
         super().__init__(GridBiLSTM(dim), dim, k_dim=k_dim, hops=hops)
 
 
@@ -289,7 +293,7 @@ class BiLSTMContextHead(ContextStackedHead):
 class SelfContextHead(ContextStackedHead):
     """Residual self-attention over the regions, then stacked attention."""
 
-    def __init__(self, dim: int, *, k_dim: int, hops: int, **_: object) -> None:
+    def __init__(self, dim: int, *, k_dim: int, hops: int) -> None:
         super().__init__(ResidualSelfAttention(dim, k_dim=k_dim), dim, k_dim=k_dim, hops=hops)
 
 
@@ -610,7 +614,7 @@ class VQA(nn.Module):
             raise ValueError(f"keys must be 'values' or 'patch', got {keys!r}")
         self.key_encoder: GridEncoder | None = None
         if keys == "patch":
-            if isinstance(self.head, FamilyHead | PoolHead):
+            if isinstance(self.head, FamilyHead | PoolHead | ContextStackedHead):
                 raise ValueError(f"keys='patch' is not supported by the {head!r} head")
             key_channels = tuple(key_channels)
             self.key_encoder = GridEncoder(key_channels, image_size=image_size, grid=grid, coords=coords, stem="patch")
@@ -644,7 +648,8 @@ class VQA(nn.Module):
             v_Q[image_index, slot] = questions
             out = self.head(V, v_Q) if keys is None else self.head(V, v_Q, keys)
             weights = None if out.weights is None else out.weights[image_index, slot]
-            out = HeadOutput(out.phi[image_index, slot], weights)
+            regions = None if out.regions is None or boxes is None else out.regions[image_index]
+            out = HeadOutput(out.phi[image_index, slot], weights, regions=regions)
             V = V[image_index] if boxes is not None else V  # pointing pools each question's regions
         elif image_index is not None:  # heads that take one question per row: copy the regions
             V = V[image_index]  # (B, N, d)
