@@ -166,12 +166,13 @@ class FamilyHead(nn.Module):
 
 @VQA_HEADS.register("channel")
 class ChannelHead(FamilyHead):
-    """SCA-CNN's channel-then-spatial order: question-conditioned channel weights, then ``hops`` stacked hops."""
+    """SCA-CNN's channel-then-spatial order: question-conditioned channel weights, then ``hops`` stacked
+    hops with the dot score (see ``stacked-dot``)."""
 
     def __init__(self, dim: int, *, k_dim: int, hops: int, **_: object) -> None:
         super().__init__()
         self.channel = ChannelAttention(dim, k_dim=k_dim)
-        self.spatial = StackedAttention(dim, k_dim=k_dim, hops=hops)
+        self.spatial = StackedAttention(dim, k_dim=k_dim, hops=hops, score="dot")
 
     def forward(self, V, v_Q, words, word_mask, layers) -> HeadOutput:
         V_c, beta = self.channel(V, v_Q)
