@@ -63,8 +63,10 @@ def test_cli_trains_the_ci_preset_evaluates_and_shows(tmp_path, monkeypatch) -> 
 
 
 def test_default_model_points_with_its_attention(tmp_path) -> None:
-    # The additive stacked head never learned to find a named colour on this set; the default is the
-    # dot-score stack whose last map also scores the pointing candidates (docs/vqa.md, shapes-vqa).
+    # The additive stacked head never learned to find a named colour on this set; the default
+    # contextualises the regions, then hops with the dot score, and its last map also scores the
+    # pointing candidates (docs/vqa.md, shapes-vqa).
     recipe, config = ci_config(tmp_path)
     model = recipe.build(config).model
-    assert model.head_name == "stacked-dot" and model.point_by_attention
+    assert model.head_name == "context-self" and model.point_by_attention
+    assert all(hop.score == "dot" for hop in model.head.attention.hops)
