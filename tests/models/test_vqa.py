@@ -86,6 +86,24 @@ def test_stacked_dot_hops_score_by_the_dot_product() -> None:
     assert_close(out.logits, model.classifier(query))
 
 
+def test_context_self_hops_over_the_contextualised_regions() -> None:
+    # v_i' = v_i + sum_j softmax_j((W_q v_i) . (W_k v_j) / sqrt(k)) v_j (seed 002), then dot-score hops over v'.
+    model = VQA(VOCAB, ANSWERS, head="context-self", hops=2, **SMALL).eval()
+    image, question, length = inputs()
+    V = model.project(flatten_grid(model.image_encoder(image)))
+    context = model.head.context
+    logits = context.W_q(V) @ context.W_k(V).transpose(1, 2) / context.W_q.out_features**0.5
+    V_c = V + torch.softmax(logits, dim=-1) @ V
+    query, maps = model.question_encoder(question, length), []
+    for _ in range(2):
+        alpha = torch.softmax((V_c * query.unsqueeze(1)).sum(-1), dim=-1)
+        query = (alpha.unsqueeze(-1) * V_c).sum(1) + query
+        maps.append(alpha)
+    out = model(image, question, length)
+    assert_close(out.attention, torch.stack(maps, 1))
+    assert_close(out.logits, model.classifier(query))
+
+
 @pytest.mark.parametrize("bidirectional", [True, False])
 def test_question_encoder_ignores_padding(bidirectional: bool) -> None:
     encoder = QuestionEncoder(VOCAB, 16, embed_dim=8, bidirectional=bidirectional)
