@@ -71,19 +71,25 @@ def test_stacked_head_feeds_phi_to_the_next_hop() -> None:
     assert not torch.allclose(before, model(*x).attention[:, 1])
 
 
+def dot_hops_reference(V: torch.Tensor, query: torch.Tensor, hops: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """phi_t = sum_i softmax_i(v_i . q_{t-1}) v_i + q_{t-1}, q_0 = v_Q; returns phi_hops and the maps (B, hops, N)."""
+    maps = []
+    for _ in range(hops):
+        alpha = torch.softmax((V * query.unsqueeze(1)).sum(-1), dim=-1)
+        query = (alpha.unsqueeze(-1) * V).sum(1) + query
+        maps.append(alpha)
+    return query, torch.stack(maps, 1)
+
+
 def test_stacked_dot_hops_score_by_the_dot_product() -> None:
     # phi_t = sum_i softmax_i(v_i . q_{t-1}) v_i + q_{t-1}, q_0 = v_Q: seed 002's parameter-free score.
     model = VQA(VOCAB, ANSWERS, head="stacked-dot", hops=2, **SMALL).eval()
     image, question, length = inputs()
     V = model.project(flatten_grid(model.image_encoder(image)))
-    query, maps = model.question_encoder(question, length), []
-    for _ in range(2):
-        alpha = torch.softmax((V * query.unsqueeze(1)).sum(-1), dim=-1)
-        query = (alpha.unsqueeze(-1) * V).sum(1) + query
-        maps.append(alpha)
+    phi, maps = dot_hops_reference(V, model.question_encoder(question, length), hops=2)
     out = model(image, question, length)
-    assert_close(out.attention, torch.stack(maps, 1))
-    assert_close(out.logits, model.classifier(query))
+    assert_close(out.attention, maps)
+    assert_close(out.logits, model.classifier(phi))
 
 
 def test_context_self_hops_over_the_contextualised_regions() -> None:
@@ -94,14 +100,10 @@ def test_context_self_hops_over_the_contextualised_regions() -> None:
     context = model.head.context
     logits = context.W_q(V) @ context.W_k(V).transpose(1, 2) / context.W_q.out_features**0.5
     V_c = V + torch.softmax(logits, dim=-1) @ V
-    query, maps = model.question_encoder(question, length), []
-    for _ in range(2):
-        alpha = torch.softmax((V_c * query.unsqueeze(1)).sum(-1), dim=-1)
-        query = (alpha.unsqueeze(-1) * V_c).sum(1) + query
-        maps.append(alpha)
+    phi, maps = dot_hops_reference(V_c, model.question_encoder(question, length), hops=2)
     out = model(image, question, length)
-    assert_close(out.attention, torch.stack(maps, 1))
-    assert_close(out.logits, model.classifier(query))
+    assert_close(out.attention, maps)
+    assert_close(out.logits, model.classifier(phi))
 
 
 @pytest.mark.parametrize("bidirectional", [True, False])
