@@ -121,3 +121,14 @@ def test_head_bias_init_sets_gate_shift_and_gamma_of_every_head():
         torch.testing.assert_close(p.beta, torch.nn.functional.softplus(torch.tensor(0.0)).expand(1, H))
         if is_write:
             torch.testing.assert_close(p.erase, torch.full((1, H, 5), 0.5))
+
+
+def test_read_heads_can_start_with_their_own_gate_and_shift_biases():
+    model = small(
+        n_read_heads=2, n_write_heads=1, gate_bias=-2.0, still_bias=2.0, read_gate_bias=-4.0, read_still_bias=4.0
+    )
+    read_raw, write_raw = model.heads.bias.split([2 * model.read_param_size, model.write_param_size])
+    for raw, H, is_write, g, s in ((read_raw, 2, False, -4.0, 4.0), (write_raw, 1, True, -2.0, 2.0)):
+        p = split_head_params(raw.view(1, H, -1), 5, 3, write=is_write)
+        torch.testing.assert_close(p.gate, torch.sigmoid(torch.tensor(g)).expand(1, H))
+        torch.testing.assert_close(p.shift[..., 1], torch.tensor(s).exp().div(2 + torch.tensor(s).exp()).expand(1, H))

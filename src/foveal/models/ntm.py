@@ -65,6 +65,8 @@ class NTM(nn.Module):
         still_bias: initial bias added to the shift-0 logit of every head; positive starts the
             heads standing still rather than blurring over ``-1, 0, +1`` equally.
         gamma_bias: initial bias of the sharpening logit (``gamma = 1 + softplus(gamma_bias)``).
+        read_gate_bias, read_still_bias: the same two biases for the read heads only; None (the
+            default) gives the read heads ``gate_bias`` and ``still_bias`` like the write heads.
 
     Shape:
         - x: ``(B, T, input_size)``
@@ -97,6 +99,8 @@ class NTM(nn.Module):
         gate_bias: float = 0.0,
         still_bias: float = 0.0,
         gamma_bias: float = 0.0,
+        read_gate_bias: float | None = None,
+        read_still_bias: float | None = None,
     ) -> None:
         super().__init__()
         if controller not in CONTROLLERS:
@@ -112,6 +116,8 @@ class NTM(nn.Module):
         self.n_rows, self.n_cols, self.n_shifts = n_rows, n_cols, n_shifts
         self.n_read_heads, self.n_write_heads, self.eps = n_read_heads, n_write_heads, eps
         self.gate_bias, self.still_bias, self.gamma_bias = gate_bias, still_bias, gamma_bias
+        self.read_gate_bias = gate_bias if read_gate_bias is None else read_gate_bias
+        self.read_still_bias = still_bias if read_still_bias is None else read_still_bias
 
         ctrl_in = input_size + n_read_heads * n_cols
         if controller == "lstm":
@@ -152,9 +158,10 @@ class NTM(nn.Module):
         with torch.no_grad():  # each head's block: key C, beta, gate, shift S, gamma (, erase C, add C)
             C, S = self.n_cols, self.n_shifts
             sizes = [self.read_param_size] * self.n_read_heads + [self.write_param_size] * self.n_write_heads
-            for start in torch.tensor([0, *sizes[:-1]]).cumsum(0).tolist():
-                self.heads.bias[start + C + 1] = self.gate_bias
-                self.heads.bias[start + C + 2 + S // 2] = self.still_bias
+            is_read = [True] * self.n_read_heads + [False] * self.n_write_heads
+            for start, reads in zip(torch.tensor([0, *sizes[:-1]]).cumsum(0).tolist(), is_read, strict=True):
+                self.heads.bias[start + C + 1] = self.read_gate_bias if reads else self.gate_bias
+                self.heads.bias[start + C + 2 + S // 2] = self.read_still_bias if reads else self.still_bias
                 self.heads.bias[start + C + 2 + S] = self.gamma_bias
         nn.init.xavier_uniform_(self.out.weight)
         nn.init.zeros_(self.out.bias)

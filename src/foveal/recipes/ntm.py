@@ -62,6 +62,8 @@ class NTMConfig(RunConfig):
     gate_bias: float = 0.0  # initial head biases, see foveal.models.NTM
     still_bias: float = 0.0
     gamma_bias: float = 0.0
+    read_gate_bias: float | None = None  # None: the read heads get gate_bias and still_bias too
+    read_still_bias: float | None = None
     curriculum: bool = True
     curriculum_threshold: float = 0.01  # raise the level when the running bit error rate is below this
     # Multiply the learning rate by this once the last level is mastered: at a constant 3e-3, copy
@@ -277,6 +279,8 @@ def _build(config: NTMConfig, recipe: str) -> Task:
         gate_bias=config.gate_bias,
         still_bias=config.still_bias,
         gamma_bias=config.gamma_bias,
+        read_gate_bias=config.read_gate_bias,
+        read_still_bias=config.read_still_bias,
     )
     if config.curriculum and len(levels) > 1:
         curriculum = Curriculum(len(levels), threshold=config.curriculum_threshold)
