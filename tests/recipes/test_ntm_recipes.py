@@ -90,3 +90,12 @@ def test_learning_rate_anneals_once_the_last_level_is_mastered(name):
     curriculum.update(1.0)  # mastery is kept: one bad batch does not raise the rate again
     assert task.lr_scale() == 0.25
     assert any(key.endswith("curriculum.mastered") for key in task.model.state_dict())  # resumes with the model
+
+
+def test_sort_curriculum_keeps_the_papers_ratio_and_ends_on_the_task():
+    from foveal.recipes.ntm import _levels
+
+    _, config, _ = build("ntm-sort", preset=None)
+    assert [(t.n_in, t.n_out) for t in _levels(config, "ntm-sort")] == [(4, 3), (8, 6), (12, 10), (16, 13), (20, 16)]
+    _, config, _ = build("ntm-sort")  # quick: the top 6 of 8
+    assert [(t.n_in, t.n_out) for t in _levels(config, "ntm-sort")] == [(4, 3), (8, 6)]
