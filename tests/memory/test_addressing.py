@@ -307,6 +307,15 @@ def test_memory_init_kinds():
         MemoryInit(R, C, kind="zeros")
 
 
+def test_learned_memory_can_start_with_rows_that_differ():
+    torch.manual_seed(0)
+    state = torch.random.get_rng_state()
+    same = MemoryInit(R, C, kind="learned")(B)
+    assert (same == 1e-6).all() and torch.equal(torch.random.get_rng_state(), state)  # no draw by default
+    rows = MemoryInit(R, C, kind="learned", learned_std=0.5).memory
+    assert rows.requires_grad and rows.std() > 0.1 and not torch.allclose(rows[0], rows[1])
+
+
 def test_shape_errors_name_the_tensor():
     with pytest.raises(ValueError, match="w: expected"):
         read(torch.zeros(B, R, C), torch.zeros(B, H, R + 1))

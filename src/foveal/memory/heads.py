@@ -101,6 +101,9 @@ class MemoryInit(nn.Module):
         kind: one of ``"constant"``, ``"learned"``, ``"random"``.
         value: the constant (and the learned initial) value.
         std: the standard deviation of ``"random"``.
+        learned_std: ``"learned"`` starts at ``value + N(0, learned_std^2)`` (drawn once) rather
+            than at ``value`` everywhere, so its rows differ and a content key can tell them apart
+            from the first step (0: every row the same, as before).
 
     Shape:
         - output of ``forward(batch_size)``: ``(B, R, C)``
@@ -110,13 +113,24 @@ class MemoryInit(nn.Module):
         torch.Size([2, 4, 3])
     """
 
-    def __init__(self, n_rows: int, n_cols: int, *, kind: str = "constant", value: float = 1e-6, std: float = 0.5):
+    def __init__(
+        self,
+        n_rows: int,
+        n_cols: int,
+        *,
+        kind: str = "constant",
+        value: float = 1e-6,
+        std: float = 0.5,
+        learned_std: float = 0.0,
+    ):
         super().__init__()
         if kind not in MEMORY_INITS:
             raise ValueError(f"unknown memory init {kind!r}; choose from: {', '.join(MEMORY_INITS)}")
         self.n_rows, self.n_cols, self.kind, self.std = n_rows, n_cols, kind, std
         initial = torch.full((n_rows, n_cols), value)
         if kind == "learned":
+            if learned_std > 0:  # drawn only when asked for, so the default consumes no random numbers
+                initial = initial + learned_std * torch.randn(n_rows, n_cols)
             self.memory = nn.Parameter(initial)
         else:
             self.register_buffer("memory", initial, persistent=False)

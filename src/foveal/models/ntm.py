@@ -56,6 +56,7 @@ class NTM(nn.Module):
         n_shifts: allowed shifts ``-k..k`` (3: -1, 0, +1).
         memory_init: ``"constant"``, ``"learned"`` or ``"random"`` (see :class:`MemoryInit`).
         memory_value: the constant (and learned initial) memory value.
+        memory_learned_std: noise added once to the learned initial memory (``"learned"`` only).
         initial_state: ``"learned"`` bias vectors or ``"constant"`` starting state.
         output_from: ``"both"``: the output layer sees ``[h_t, r_t]``; ``"reads"``: only ``r_t``,
             which leaves the controller no way to pass inputs to the output except through memory.
@@ -93,6 +94,7 @@ class NTM(nn.Module):
         n_shifts: int = 3,
         memory_init: str = "constant",
         memory_value: float = 1e-6,
+        memory_learned_std: float = 0.0,
         initial_state: str = "learned",
         output_from: str = "both",
         eps: float = 1e-8,
@@ -132,7 +134,9 @@ class NTM(nn.Module):
         self.output_from = output_from
         out_in = n_read_heads * n_cols + (controller_size if output_from == "both" else 0)
         self.out = nn.Linear(out_in, output_size)
-        self.memory_init = MemoryInit(n_rows, n_cols, kind=memory_init, value=memory_value)
+        self.memory_init = MemoryInit(
+            n_rows, n_cols, kind=memory_init, value=memory_value, learned_std=memory_learned_std
+        )
 
         # The starting state of every sequence. Weightings are stored as logits and start peaked on
         # row 0, so shifting from them walks through memory from the first step on.

@@ -57,6 +57,7 @@ class NTMConfig(RunConfig):
     n_write_heads: int = 1
     n_shifts: int = 3
     memory_init: str = "constant"  # constant | learned | random
+    memory_learned_std: float = 0.0  # "learned" starts at 1e-6 + N(0, std^2): rows that differ
     initial_state: str = "learned"  # learned | constant
     output_from: str = "both"  # both ([h_t, r_t]) | reads (r_t only)
     gate_bias: float = 0.0  # initial head biases, see foveal.models.NTM
@@ -274,6 +275,7 @@ def _build(config: NTMConfig, recipe: str) -> Task:
         n_write_heads=config.n_write_heads,
         n_shifts=config.n_shifts,
         memory_init=config.memory_init,
+        memory_learned_std=config.memory_learned_std,
         initial_state=config.initial_state,
         output_from=config.output_from,
         gate_bias=config.gate_bias,
