@@ -84,9 +84,9 @@ class CopyConfig(NTMConfig):
     # The output sees only the reads: an LSTM of 100 units can hold a short sequence by itself, and
     # with that shortcut some seeds took 4x longer to start using the memory (docs/ntm.md).
     output_from: str = "reads"
-    # Heads start still (mostly keep the previous weighting, shift 0). The trained read head still
-    # returns to the sequence's start by content, but lands on the right row on longer inputs for
-    # more seeds (docs/ntm.md: length-40 errors 12-58 bits per sequence without, 0.1-59 with).
+    # Heads start still (mostly keep the previous weighting, shift 0); the trained read heads of the
+    # full preset stay on the first item's row during the input (docs/ntm.md: length-40 errors 12-58
+    # bits per sequence without, 0.1-59 with; what still fails at length 40 is described there).
     gate_bias: float = -2.0
     still_bias: float = 2.0
     generalise_lengths: tuple[int, ...] = (40, 60)  # lengths beyond training, evaluated separately
