@@ -132,3 +132,12 @@ def test_read_heads_can_start_with_their_own_gate_and_shift_biases():
         p = split_head_params(raw.view(1, H, -1), 5, 3, write=is_write)
         torch.testing.assert_close(p.gate, torch.sigmoid(torch.tensor(g)).expand(1, H))
         torch.testing.assert_close(p.shift[..., 1], torch.tensor(s).exp().div(2 + torch.tensor(s).exp()).expand(1, H))
+
+
+def test_forget_bias_sets_the_lstm_forget_gate_only():
+    default = small()
+    model = small(forget_bias=3.0)
+    H = model.controller_size
+    assert (model.controller.bias_ih[H : 2 * H] == 3.0).all() and (model.controller.bias_hh[H : 2 * H] == 0).all()
+    assert not (default.controller.bias_ih[H : 2 * H] == 3.0).any()
+    small(controller="feedforward", forget_bias=3.0)  # no forget gate: ignored

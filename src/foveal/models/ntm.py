@@ -66,6 +66,8 @@ class NTM(nn.Module):
         still_bias: initial bias added to the shift-0 logit of every head; positive starts the
             heads standing still rather than blurring over ``-1, 0, +1`` equally.
         gamma_bias: initial bias of the sharpening logit (``gamma = 1 + softplus(gamma_bias)``).
+        forget_bias: the LSTM controller's initial forget-gate bias (``bias_ih`` of the forget gate
+            set to it, ``bias_hh`` to 0); None keeps PyTorch's initialisation.
         read_gate_bias, read_still_bias: the same two biases for the read heads only; None (the
             default) gives the read heads ``gate_bias`` and ``still_bias`` like the write heads.
 
@@ -103,6 +105,7 @@ class NTM(nn.Module):
         gamma_bias: float = 0.0,
         read_gate_bias: float | None = None,
         read_still_bias: float | None = None,
+        forget_bias: float | None = None,
     ) -> None:
         super().__init__()
         if controller not in CONTROLLERS:
@@ -120,6 +123,7 @@ class NTM(nn.Module):
         self.gate_bias, self.still_bias, self.gamma_bias = gate_bias, still_bias, gamma_bias
         self.read_gate_bias = gate_bias if read_gate_bias is None else read_gate_bias
         self.read_still_bias = still_bias if read_still_bias is None else read_still_bias
+        self.forget_bias = forget_bias
 
         ctrl_in = input_size + n_read_heads * n_cols
         if controller == "lstm":
@@ -167,6 +171,11 @@ class NTM(nn.Module):
                 self.heads.bias[start + C + 1] = self.read_gate_bias if reads else self.gate_bias
                 self.heads.bias[start + C + 2 + S // 2] = self.read_still_bias if reads else self.still_bias
                 self.heads.bias[start + C + 2 + S] = self.gamma_bias
+        if self.forget_bias is not None and isinstance(self.controller, nn.LSTMCell):
+            with torch.no_grad():  # gates are ordered input, forget, cell, output
+                H = self.controller_size
+                self.controller.bias_ih[H : 2 * H] = self.forget_bias
+                self.controller.bias_hh[H : 2 * H] = 0.0
         nn.init.xavier_uniform_(self.out.weight)
         nn.init.zeros_(self.out.bias)
 
