@@ -78,7 +78,7 @@ def test_copy_quick_preset_converges(tmp_path):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_learning_rate_anneals_once_the_last_level_is_mastered(name):
-    _, config, task = build(name, anneal="0.25")
+    _, config, task = build(name, anneal="0.25", curriculum="true")  # sort's is off by default
     curriculum = task.model.curriculum
     assert task.lr_scale() == 1.0
     curriculum.level.fill_(curriculum.n_levels - 1)  # the last level reached is not yet mastered
@@ -99,3 +99,12 @@ def test_sort_curriculum_keeps_the_papers_ratio_and_ends_on_the_task():
     assert [(t.n_in, t.n_out) for t in _levels(config, "ntm-sort")] == [(4, 3), (8, 6), (12, 10), (16, 13), (20, 16)]
     _, config, _ = build("ntm-sort")  # quick: the top 6 of 8
     assert [(t.n_in, t.n_out) for t in _levels(config, "ntm-sort")] == [(4, 3), (8, 6)]
+
+
+def test_sort_trains_on_the_task_itself_by_default():
+    # Its curriculum's first level is never passed (docs/ntm.md), so it is off unless asked for.
+    _, config, task = build("ntm-sort")
+    assert not config.curriculum and not hasattr(task.model, "curriculum") and task.lr_scale is None
+    assert task.collate(list(range(4))).targets.shape[1] == config.n_out == 6
+    _, _, task = build("ntm-sort", curriculum="true")
+    assert task.collate(list(range(4))).targets.shape[1] == 3  # the first level: top 3 of 4
