@@ -113,6 +113,7 @@ def converge(recipe_name: str, seed: int, preset: str | None, sets: dict[str, st
         "train_cpu_s": round(train_cpu, 1),
         "check_wall_s": round(check_wall, 1),
         **({"after_steps": args.after, "after_cpu_s": round(after_cpu, 1)} if args.after else {}),
+        **({"level": int(curriculum.level)} if curriculum is not None else {}),  # where an unconverged run stopped
         **{k: round(v, 4) for k, v in metrics.items()},
     }
 
