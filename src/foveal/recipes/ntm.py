@@ -6,7 +6,8 @@ sequence at a time, these recipes use what converges fastest on a CPU: Adam (lr 
 32 sequences of one length, gradient-norm clipping at 10, the constant memory initialisation
 (Collier & Beel 2018) and an adaptive curriculum on length (:class:`foveal.data.ntm_tasks.Curriculum`):
 training starts on short sequences and the maximum length rises each time the running bit error
-rate falls below 1%. Evaluation always uses the task's full range. See docs/ntm.md for results.
+rate falls below 1% (not for sort by default: its first level is never passed). Evaluation always
+uses the task's full range. See docs/ntm.md for results.
 """
 
 from __future__ import annotations
