@@ -134,6 +134,16 @@ def test_read_heads_can_start_with_their_own_gate_and_shift_biases():
         torch.testing.assert_close(p.shift[..., 1], torch.tensor(s).exp().div(2 + torch.tensor(s).exp()).expand(1, H))
 
 
+def test_write_walk_bias_favours_shift_plus_one_for_write_heads_only():
+    model = small(n_read_heads=1, n_write_heads=2, still_bias=1.0, write_walk_bias=3.0, gamma_bias=0.5)
+    read_raw, write_raw = model.heads.bias.split([model.read_param_size, 2 * model.write_param_size])
+    for raw, H, is_write in ((read_raw, 1, False), (write_raw, 2, True)):
+        p = split_head_params(raw.view(1, H, -1), 5, 3, write=is_write)
+        logits = torch.tensor([0.0, 1.0, 3.0 if is_write else 0.0])  # shifts -1, 0, +1
+        torch.testing.assert_close(p.shift, logits.softmax(0).expand(1, H, 3))
+        torch.testing.assert_close(p.gamma, (1 + torch.nn.functional.softplus(torch.tensor(0.5))).expand(1, H))
+
+
 def test_forget_bias_sets_the_lstm_forget_gate_only():
     default = small()
     model = small(forget_bias=3.0)

@@ -70,6 +70,8 @@ class NTM(nn.Module):
             set to it, ``bias_hh`` to 0); None keeps PyTorch's initialisation.
         read_gate_bias, read_still_bias: the same two biases for the read heads only; None (the
             default) gives the read heads ``gate_bias`` and ``still_bias`` like the write heads.
+        write_walk_bias: initial bias added to the write heads' shift ``+1`` logit; positive starts
+            them moving one row per step, so consecutive inputs go to consecutive rows.
 
     Shape:
         - x: ``(B, T, input_size)``
@@ -105,6 +107,7 @@ class NTM(nn.Module):
         gamma_bias: float = 0.0,
         read_gate_bias: float | None = None,
         read_still_bias: float | None = None,
+        write_walk_bias: float = 0.0,
         forget_bias: float | None = None,
     ) -> None:
         super().__init__()
@@ -123,6 +126,7 @@ class NTM(nn.Module):
         self.gate_bias, self.still_bias, self.gamma_bias = gate_bias, still_bias, gamma_bias
         self.read_gate_bias = gate_bias if read_gate_bias is None else read_gate_bias
         self.read_still_bias = still_bias if read_still_bias is None else read_still_bias
+        self.write_walk_bias = write_walk_bias
         self.forget_bias = forget_bias
 
         ctrl_in = input_size + n_read_heads * n_cols
@@ -170,6 +174,8 @@ class NTM(nn.Module):
             for start, reads in zip(torch.tensor([0, *sizes[:-1]]).cumsum(0).tolist(), is_read, strict=True):
                 self.heads.bias[start + C + 1] = self.read_gate_bias if reads else self.gate_bias
                 self.heads.bias[start + C + 2 + S // 2] = self.read_still_bias if reads else self.still_bias
+                if not reads and S > 1:
+                    self.heads.bias[start + C + 2 + S // 2 + 1] = self.write_walk_bias
                 self.heads.bias[start + C + 2 + S] = self.gamma_bias
         if self.forget_bias is not None and isinstance(self.controller, nn.LSTMCell):
             with torch.no_grad():  # gates are ordered input, forget, cell, output

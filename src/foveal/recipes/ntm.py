@@ -66,6 +66,7 @@ class NTMConfig(RunConfig):
     gamma_bias: float = 0.0
     read_gate_bias: float | None = None  # None: the read heads get gate_bias and still_bias too
     read_still_bias: float | None = None
+    write_walk_bias: float = 0.0  # initial bias of the write heads' shift +1 logit
     forget_bias: float | None = None  # the LSTM controller's initial forget-gate bias (None: PyTorch's)
     curriculum: bool = True
     curriculum_threshold: float = 0.01  # raise the level when the running bit error rate is below this
@@ -289,6 +290,7 @@ def _build(config: NTMConfig, recipe: str) -> Task:
         gamma_bias=config.gamma_bias,
         read_gate_bias=config.read_gate_bias,
         read_still_bias=config.read_still_bias,
+        write_walk_bias=config.write_walk_bias,
         forget_bias=config.forget_bias,
     )
     if config.curriculum and len(levels) > 1:
