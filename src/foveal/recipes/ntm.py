@@ -66,7 +66,7 @@ class NTMConfig(RunConfig):
     gamma_bias: float = 0.0
     read_gate_bias: float | None = None  # None: the read heads get gate_bias and still_bias too
     read_still_bias: float | None = None
-    write_walk_bias: float = 0.0  # initial bias of the write heads' shift +1 logit
+    write_walk_bias: float = 0.0  # the write heads' initial shift +1 bias (NTM), set for recall below
     forget_bias: float | None = None  # the LSTM controller's initial forget-gate bias (None: PyTorch's)
     curriculum: bool = True
     curriculum_threshold: float = 0.01  # raise the level when the running bit error rate is below this
