@@ -142,6 +142,12 @@ def test_write_walk_bias_favours_shift_plus_one_for_write_heads_only():
         logits = torch.tensor([0.0, 1.0, 3.0 if is_write else 0.0])  # shifts -1, 0, +1
         torch.testing.assert_close(p.shift, logits.softmax(0).expand(1, H, 3))
         torch.testing.assert_close(p.gamma, (1 + torch.nn.functional.softplus(torch.tensor(0.5))).expand(1, H))
+    # What the bias means: with the head weights zeroed and the gate shut, the write head starts on
+    # row 0 and moves one row forward per step.
+    walker = small(n_rows=6, gate_bias=-30.0, write_walk_bias=30.0)
+    torch.nn.init.zeros_(walker.heads.weight)
+    w_write = walker(torch.zeros(1, 4, 4), record=True).write_weights  # (B, T, H, R)
+    assert w_write[0, :, 0].argmax(-1).tolist() == [1, 2, 3, 4]
 
 
 def test_forget_bias_sets_the_lstm_forget_gate_only():
