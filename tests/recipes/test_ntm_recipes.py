@@ -101,6 +101,15 @@ def test_sort_curriculum_keeps_the_papers_ratio_and_ends_on_the_task():
     assert [(t.n_in, t.n_out) for t in _levels(config, "ntm-sort")] == [(4, 3), (8, 6)]
 
 
+def test_sort_curriculum_over_outputs_keeps_every_input_and_asks_for_more_of_the_top():
+    from foveal.recipes.ntm import _levels
+
+    _, config, _ = build("ntm-sort", preset=None, curriculum_over="outputs", curriculum_start="1", curriculum_step="5")
+    assert [(t.n_in, t.n_out) for t in _levels(config, "ntm-sort")] == [(20, 1), (20, 6), (20, 11), (20, 16)]
+    with pytest.raises(ValueError, match="curriculum_over"):
+        build("ntm-sort", curriculum_over="rows")
+
+
 def test_sort_trains_on_the_task_itself_by_default():
     # Its curriculum's first level is never passed (docs/ntm.md), so it is off unless asked for.
     _, config, task = build("ntm-sort")

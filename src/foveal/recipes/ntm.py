@@ -132,7 +132,10 @@ class SortConfig(NTMConfig):
     # never sees the task (top 6 of 8 after 6,000 steps: 20.3 wrong bits per sequence with the
     # curriculum, 13.4 after 2,500 without; docs/ntm.md). ``--set curriculum=true`` turns it on.
     curriculum: bool = False
-    curriculum_start: int = 4  # first level: sort 4 vectors; each level adds 4 (n_out keeps the ratio)
+    # What the curriculum grows: "inputs" sorts 4, 8, ... of the n_in vectors (n_out keeps the
+    # ratio); "outputs" keeps all n_in and asks for the top curriculum_start, + curriculum_step, ...
+    curriculum_over: str = "inputs"
+    curriculum_start: int = 4
     curriculum_step: int = 4
     loop: LoopConfig = field(default_factory=lambda: _loop(10000))
 
@@ -161,6 +164,11 @@ def _levels(config: NTMConfig, recipe: str) -> list[NTMTask]:
     if recipe == "ntm-sort":
         c = config
         top = PrioritySort(c.width, c.n_in, c.n_out)
+        if c.curriculum_over == "outputs":
+            grow = range(c.curriculum_start, c.n_out, c.curriculum_step)
+            return [PrioritySort(c.width, c.n_in, k) for k in grow] + [top]
+        if c.curriculum_over != "inputs":
+            raise ValueError(f"curriculum_over must be 'inputs' or 'outputs', got {c.curriculum_over!r}")
         grow = range(c.curriculum_start, c.n_in, c.curriculum_step)
         return [PrioritySort(c.width, n, max(1, round(n * c.n_out / c.n_in))) for n in grow] + [top]
     raise ValueError(f"unknown NTM recipe {recipe!r}")
