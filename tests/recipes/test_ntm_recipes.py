@@ -117,3 +117,16 @@ def test_sort_trains_on_the_task_itself_by_default():
     assert task.collate(list(range(4))).targets.shape[1] == config.n_out == 6
     _, _, task = build("ntm-sort", curriculum="true")
     assert task.collate(list(range(4))).targets.shape[1] == 3  # the first level: top 3 of 4
+
+
+@pytest.mark.parametrize(("preset", "write_shift"), [("full", 2), ("quick", 1)])  # shift index 1 is 0
+def test_repeat_copy_starts_its_write_head_walking_on_the_papers_range_only(preset, write_shift):
+    from foveal.memory import split_head_params
+
+    _, config, task = build("ntm-repeat-copy", preset=preset, n_cols="6")
+    model = task.model
+    read_raw, write_raw = model.heads.bias.split([model.read_param_size, model.write_param_size])
+    read = split_head_params(read_raw.view(1, 1, -1), config.n_cols, config.n_shifts, write=False)
+    written = split_head_params(write_raw.view(1, 1, -1), config.n_cols, config.n_shifts, write=True)
+    assert read.shift[0, 0].argmax() == 1 and read.shift[0, 0, 1] > 0.75  # read heads start still
+    assert written.shift[0, 0].argmax() == write_shift and written.shift[0, 0].max() > 0.75
