@@ -369,7 +369,7 @@ _register(
             "write_walk_bias": 0.0,
         },
         # L, N in 1-10, the write head walking: seeds 1, 3, 4 converged after 4,250-4,850 steps
-        # (452-556 CPU-s), seeds 0 and 2 not in 1,200 s (docs/ntm.md)
+        # (452-556 CPU-s), seed 0 after 12,150 (1,343 CPU-s), seed 2 not in 23,382 (docs/ntm.md)
         "full": {"loop.steps": 20000},
     },
 )
