@@ -130,3 +130,11 @@ def test_repeat_copy_starts_its_write_head_walking_on_the_papers_range_only(pres
     written = split_head_params(write_raw.view(1, 1, -1), config.n_cols, config.n_shifts, write=True)
     assert read.shift[0, 0].argmax() == 1 and read.shift[0, 0, 1] > 0.75  # read heads start still
     assert written.shift[0, 0].argmax() == write_shift and written.shift[0, 0].max() > 0.75
+
+
+def test_sort_starts_with_memory_rows_that_differ_and_are_learned():
+    _, _, task = build("ntm-sort", preset=None)
+    memory = task.model.memory_init.memory
+    assert memory.requires_grad and memory.std(0).min() > 0.1  # every column varies across rows
+    _, _, task = build("ntm-copy", preset=None)
+    assert not task.model.memory_init.memory.requires_grad  # the others keep the constant start
