@@ -106,7 +106,8 @@ class RepeatCopyConfig(NTMConfig):
     max_repeats: int = 10
     curriculum_start: int = 2  # first level: length and repeats up to 2; each level adds 1 to both
     # The read heads start still (as for copy) and the write head walking (as for recall): on the
-    # paper's range 3 of 5 seeds converged in 1,200 s with it, 2 of 5 with every head still (docs/ntm.md).
+    # paper's range 3 of 5 seeds converged in 1,200 s with it (4 in 2,400 s), 2 of 5 with every head
+    # still (docs/ntm.md).
     gate_bias: float = -2.0
     still_bias: float = 0.0
     read_still_bias: float | None = 2.0
