@@ -5,7 +5,10 @@ loop's optimiser, scheduler and clipping), one thread, then scores 2,000 fresh s
 curriculum level: wrong bits per sequence, and the same split by the smallest gap between the
 priorities of the top ``n_out + 1`` vectors (a model that compares priorities exactly makes no
 more errors on close priorities than on distant ones). Last, on the first level, the error with
-every read vector zeroed (does the model use its memory?) and the argmax rows of its heads.
+every read vector zeroed (does the model use its memory?) and the argmax rows of its heads. On the
+task's last level, whether the model sorts as the paper's fig. 17 shows: each item written to a row of
+its own (distinct rows), rows ordered by priority (rank correlation between priority and write row),
+and each output step reading the row that its target vector alone was written to.
 
     python benchmarks/ntm_sort_probe.py --steps 3000 --set n_in=4 --set n_out=3 --set curriculum=false
 """
@@ -21,7 +24,7 @@ import time
 import torch
 
 import foveal.models.ntm as ntm_module
-from foveal.data.ntm_tasks import PrioritySort, wrong_bits
+from foveal.data.ntm_tasks import NTMBatch, PrioritySort, wrong_bits
 from foveal.recipes.config import resolve_config
 from foveal.recipes.ntm import _levels
 from foveal.runs import get_recipe
@@ -46,12 +49,52 @@ def by_gap(model: torch.nn.Module, task: PrioritySort, generator: torch.Generato
     return f"top {task.n_out} of {task.n_in}: {wrong.mean():.3f} wrong bits/seq | " + "; ".join(cells)
 
 
+def score(model: torch.nn.Module, evaluation: NTMBatch) -> float:
+    """Wrong bits per sequence (the evaluation sequences of benchmarks/ntm_sort_vs_lstm.py)."""
+    model.eval()
+    with torch.no_grad():
+        wrong = wrong_bits(model(evaluation.inputs).logits, evaluation.targets).mean().item()
+    model.train()
+    return wrong
+
+
+def _ranks(x: torch.Tensor) -> torch.Tensor:
+    return x.argsort(-1).argsort(-1).to(torch.float64)
+
+
+def placement(model: torch.nn.Module, task: PrioritySort, generator: torch.Generator) -> str:
+    """Where each write head puts each item (argmax rows) and where the read heads read them back."""
+    batch = task.sample(500, generator)
+    with torch.no_grad():
+        out = model(batch.inputs, record=True)
+    priority = batch.inputs[:, : task.n_in, task.width]
+    order = priority.argsort(dim=1, descending=True)[:, : task.n_out]
+    read_rows = out.read_weights[:, task.n_in + 1 :].argmax(-1)  # (B, n_out, H_read)
+    cells, best_hits = [], 0.0
+    for head in range(out.write_weights.shape[2]):
+        rows = out.write_weights[:, : task.n_in, head].argmax(-1)  # (B, n_in)
+        distinct = torch.tensor([len(set(r)) for r in rows.tolist()], dtype=torch.float64)
+        rank_p, rank_r = _ranks(priority) - (task.n_in - 1) / 2, _ranks(rows) - (task.n_in - 1) / 2
+        spearman = (rank_p * rank_r).sum(-1) / (rank_p.norm(dim=-1) * rank_r.norm(dim=-1)).clamp_min(1e-12)
+        target_rows = rows.gather(1, order)  # the row each output step's target vector was written to
+        alone = (rows.unsqueeze(1) == target_rows.unsqueeze(2)).sum(-1) == 1  # no other item shares it
+        hits = ((read_rows == target_rows.unsqueeze(-1)) & alone.unsqueeze(-1)).to(torch.float64).mean((0, 1))
+        best_hits = max(best_hits, hits.max().item())
+        cells.append(f"write head {head}: {distinct.mean():.1f} distinct rows, rank correlation {spearman.mean():+.2f}")
+    return (
+        f"top {task.n_out} of {task.n_in}, {task.n_in} items: " + "; ".join(cells) + "; output steps reading "
+        f"(with some read head) the row only their target was written to: {best_hits:.0%}"
+    )
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--preset", default="quick")
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--steps", type=int, default=3000)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--save", metavar="FILE", help="write the trained model's state dict here")
+    p.add_argument("--check-every", type=int, default=0, help="score the task's 500 evaluation sequences every K steps")
     args = p.parse_args()
     recipe = get_recipe("ntm-sort")
     config = resolve_config(recipe, args.preset, None, dict(s.split("=", 1) for s in args.sets), args.seed, 1)
@@ -63,6 +106,7 @@ def main() -> None:
     scheduler = build_scheduler(optimizer, loop, task.lr_scale)
     batches = iter(StepBatchSampler(len(task.train_set), loop.batch_size, config.seed))
     curriculum = getattr(model, "curriculum", None)
+    final = PrioritySort(config.width, config.n_in, config.n_out).sample(500, torch.Generator().manual_seed(12345))
     cpu0, wall0, running = time.process_time(), time.time(), None
     for step in range(1, args.steps + 1):
         loss, metrics = task.loss(model, task.collate(next(batches)))
@@ -78,10 +122,14 @@ def main() -> None:
                 f"step {step} cpu {time.process_time() - cpu0:.0f}s level {level} running bits {running:.2f}",
                 flush=True,
             )
+        if args.check_every and step % args.check_every == 0:
+            print(f"step {step} evaluation: {score(model, final):.2f} wrong bits/seq", flush=True)
         if not math.isfinite(loss.item()):
             print("non-finite loss")
             break
     cpu, wall = time.process_time() - cpu0, time.time() - wall0
+    if args.save:
+        torch.save(model.state_dict(), args.save)
     model.eval()
     levels = (
         [task for task in _levels(config, "ntm-sort")]
@@ -111,6 +159,7 @@ def main() -> None:
         )
     largest = out.write_weights[:, :, 0].max(-1).values.mean(0)
     print(f"  largest write weight per step {[round(v, 2) for v in largest.tolist()]}")
+    print(placement(model, levels[-1], torch.Generator().manual_seed(6)))
     print(json.dumps({"steps": args.steps, "cpu_s": round(cpu, 1), "wall_s": round(wall, 1)}))
 
 
