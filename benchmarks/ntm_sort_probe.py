@@ -11,6 +11,8 @@ its own (distinct rows), rows ordered by priority (rank correlation between prio
 and each output step reading the row that its target vector alone was written to.
 
     python benchmarks/ntm_sort_probe.py --steps 3000 --set n_in=4 --set n_out=3 --set curriculum=false
+    python benchmarks/ntm_sort_probe.py --preset full --steps 10000 --check-every 2000 --save sort.pt
+    python benchmarks/ntm_sort_probe.py --preset full --steps 0 --load sort.pt --show figures/
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import itertools
 import json
 import math
 import time
+from pathlib import Path
 
 import torch
 
@@ -93,7 +96,9 @@ def main() -> None:
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--steps", type=int, default=3000)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--load", metavar="FILE", help="start from this state dict (with --steps 0: probe it as it is)")
     p.add_argument("--save", metavar="FILE", help="write the trained model's state dict here")
+    p.add_argument("--show", metavar="DIR", help="draw the recipe's figures of the trained model into DIR")
     p.add_argument("--check-every", type=int, default=0, help="score the task's 500 evaluation sequences every K steps")
     args = p.parse_args()
     recipe = get_recipe("ntm-sort")
@@ -102,6 +107,8 @@ def main() -> None:
     seed_everything(config.seed)
     task = recipe.build(config)
     model, loop = task.model, config.loop
+    if args.load:
+        model.load_state_dict(torch.load(args.load))
     optimizer = build_optimizer(model.parameters(), loop)
     scheduler = build_scheduler(optimizer, loop, task.lr_scale)
     batches = iter(StepBatchSampler(len(task.train_set), loop.batch_size, config.seed))
@@ -131,6 +138,9 @@ def main() -> None:
     if args.save:
         torch.save(model.state_dict(), args.save)
     model.eval()
+    if args.show:
+        with torch.no_grad():
+            print("figures:", *task.show(model, task.eval_set, Path(args.show)))
     levels = (
         [task for task in _levels(config, "ntm-sort")]
         if curriculum is not None
