@@ -6,9 +6,10 @@ curriculum level: wrong bits per sequence, and the same split by the smallest ga
 priorities of the top ``n_out + 1`` vectors (a model that compares priorities exactly makes no
 more errors on close priorities than on distant ones). Last, on the first level, the error with
 every read vector zeroed (does the model use its memory?) and the argmax rows of its heads. On the
-task's last level, whether the model sorts as the paper's fig. 17 shows: each item written to a row of
-its own (distinct rows), rows ordered by priority (rank correlation between priority and write row),
-and each output step reading the row that its target vector alone was written to.
+task's last level, whether the model sorts as the paper's fig. 17 shows: the write location as a
+linear function of the priority (fitted per write head), how many distinct places the target
+vectors get, and how often an output step reads the place its target vector alone was written to
+(with ``--show``, a scatter of write location against priority).
 
     python benchmarks/ntm_sort_probe.py --steps 3000 --set n_in=4 --set n_out=3 --set curriculum=false
     python benchmarks/ntm_sort_probe.py --preset full --steps 10000 --check-every 2000 --save sort.pt
@@ -61,33 +62,73 @@ def score(model: torch.nn.Module, evaluation: NTMBatch) -> float:
     return wrong
 
 
-def _ranks(x: torch.Tensor) -> torch.Tensor:
-    return x.argsort(-1).argsort(-1).to(torch.float64)
+SHARP = 0.5  # a write counts as placed at a row when that row gets at least this weight
 
 
-def placement(model: torch.nn.Module, task: PrioritySort, generator: torch.Generator) -> str:
-    """Where each write head puts each item (argmax rows) and where the read heads read them back."""
+def placement(model: torch.nn.Module, task: PrioritySort, generator: torch.Generator, figure: Path | None) -> str:
+    """Where the write heads put each item, fitted as the paper's fig. 17 does, and how the reads use it.
+
+    A write head places an item when its largest weight at that input step is at least ``SHARP``.
+    Rows are unwrapped to ``-R/2 .. R/2 - 1`` (the heads start at row 0 and may move either way) and,
+    for the ``n_out`` target vectors (the others need no order), fitted per head as a linear function
+    of the priority. Each item's place is the argmax row of the
+    head that wrote it most sharply; an output step is a hit when some read head's argmax row is the
+    place of its target vector and no other item shares that place.
+    """
     batch = task.sample(500, generator)
     with torch.no_grad():
         out = model(batch.inputs, record=True)
     priority = batch.inputs[:, : task.n_in, task.width]
+    writes = out.write_weights[:, : task.n_in]  # (B, n_in, H_write, R)
+    n_rows = writes.shape[-1]
+    rows = (writes.argmax(-1) + n_rows // 2) % n_rows - n_rows // 2  # (B, n_in, H_write)
+    sharp = writes.max(-1).values >= SHARP
     order = priority.argsort(dim=1, descending=True)[:, : task.n_out]
-    read_rows = out.read_weights[:, task.n_in + 1 :].argmax(-1)  # (B, n_out, H_read)
-    cells, best_hits = [], 0.0
-    for head in range(out.write_weights.shape[2]):
-        rows = out.write_weights[:, : task.n_in, head].argmax(-1)  # (B, n_in)
-        distinct = torch.tensor([len(set(r)) for r in rows.tolist()], dtype=torch.float64)
-        rank_p, rank_r = _ranks(priority) - (task.n_in - 1) / 2, _ranks(rows) - (task.n_in - 1) / 2
-        spearman = (rank_p * rank_r).sum(-1) / (rank_p.norm(dim=-1) * rank_r.norm(dim=-1)).clamp_min(1e-12)
-        target_rows = rows.gather(1, order)  # the row each output step's target vector was written to
-        alone = (rows.unsqueeze(1) == target_rows.unsqueeze(2)).sum(-1) == 1  # no other item shares it
-        hits = ((read_rows == target_rows.unsqueeze(-1)) & alone.unsqueeze(-1)).to(torch.float64).mean((0, 1))
-        best_hits = max(best_hits, hits.max().item())
-        cells.append(f"write head {head}: {distinct.mean():.1f} distinct rows, rank correlation {spearman.mean():+.2f}")
+    target = torch.zeros_like(priority, dtype=torch.bool).scatter_(1, order, True)
+    cells = []
+    for head in range(writes.shape[2]):
+        chosen = sharp[:, :, head] & target
+        cell = f"write head {head} places {chosen.sum() / target.sum():.0%} of the target vectors"
+        if chosen.sum() > 2:
+            x, y = priority[chosen].double(), rows[:, :, head][chosen].double()
+            design = torch.stack([x, torch.ones_like(x)], dim=1)
+            slope, intercept = torch.linalg.lstsq(design, y.unsqueeze(1)).solution.squeeze(1).tolist()
+            residual = y - design @ torch.tensor([slope, intercept], dtype=torch.float64)
+            r2 = 1 - residual.var() / y.var().clamp_min(1e-12)
+            cell += f" (row = {slope:.1f} x priority {intercept:+.1f}, R^2 {r2:.2f})"
+        cells.append(cell)
+    place = rows.gather(2, writes.max(-1).values.argmax(-1, keepdim=True)).squeeze(2)  # (B, n_in)
+    target_place = place.gather(1, order)
+    distinct = torch.tensor([len(set(r)) for r in target_place.tolist()], dtype=torch.float64)
+    alone = (place.unsqueeze(1) == target_place.unsqueeze(2)).sum(-1) == 1
+    read_rows = (out.read_weights[:, task.n_in + 1 :].argmax(-1) + n_rows // 2) % n_rows - n_rows // 2
+    hits = ((read_rows == target_place.unsqueeze(-1)).any(-1) & alone).double().mean()
+    if figure is not None:
+        _scatter(priority[:100], rows[:100], sharp[:100], figure)
     return (
-        f"top {task.n_out} of {task.n_in}, {task.n_in} items: " + "; ".join(cells) + "; output steps reading "
-        f"(with some read head) the row only their target was written to: {best_hits:.0%}"
+        f"top {task.n_out} of {task.n_in}: "
+        + "; ".join(cells)
+        + f"; the {task.n_out} target vectors sit at {distinct.mean():.1f} distinct places on average;"
+        f" output steps reading the place only their target was written to: {hits:.0%}"
     )
+
+
+def _scatter(priority: torch.Tensor, rows: torch.Tensor, sharp: torch.Tensor, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for head in range(rows.shape[2]):
+        chosen = sharp[:, :, head]
+        if chosen.any():
+            ax.scatter(priority[chosen], rows[:, :, head][chosen], s=4, label=f"write head {head}")
+    ax.set(xlabel="priority", ylabel="write location (row, unwrapped)", title="where each item is written")
+    ax.legend(markerscale=3)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100, bbox_inches="tight")
+    plt.close(fig)
 
 
 def main() -> None:
@@ -169,7 +210,8 @@ def main() -> None:
         )
     largest = out.write_weights[:, :, 0].max(-1).values.mean(0)
     print(f"  largest write weight per step {[round(v, 2) for v in largest.tolist()]}")
-    print(placement(model, levels[-1], torch.Generator().manual_seed(6)))
+    figure = Path(args.show) / "ntm-sort-write-locations.png" if args.show else None
+    print(placement(model, levels[-1], torch.Generator().manual_seed(6), figure))
     print(json.dumps({"steps": args.steps, "cpu_s": round(cpu, 1), "wall_s": round(wall, 1)}))
 
 
