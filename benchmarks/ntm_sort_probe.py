@@ -178,6 +178,7 @@ def main() -> None:
     cpu, wall = time.process_time() - cpu0, time.time() - wall0
     if args.save:
         torch.save(model.state_dict(), args.save)
+    print(f"evaluation (the 500 sequences of benchmarks/ntm_sort_vs_lstm.py): {score(model, final):.2f} wrong bits/seq")
     model.eval()
     if args.show:
         with torch.no_grad():
