@@ -89,7 +89,9 @@ def placement(model: torch.nn.Module, task: PrioritySort, generator: torch.Gener
     for head in range(writes.shape[2]):
         chosen = sharp[:, :, head] & target
         cell = f"write head {head} places {chosen.sum() / target.sum():.0%} of the target vectors"
-        if chosen.sum() > 2:
+        if chosen.sum() > 2 and rows[:, :, head][chosen].unique().numel() == 1:
+            cell += f" (always row {rows[:, :, head][chosen][0]})"
+        elif chosen.sum() > 2:
             x, y = priority[chosen].double(), rows[:, :, head][chosen].double()
             design = torch.stack([x, torch.ones_like(x)], dim=1)
             slope, intercept = torch.linalg.lstsq(design, y.unsqueeze(1)).solution.squeeze(1).tolist()
