@@ -66,6 +66,8 @@ def main() -> None:
     p.add_argument("--by-location", type=float, nargs="+", metavar="SLOPE", help="rows per unit of priority")
     args = p.parse_args()
     if args.by_location:
+        if max(args.by_location) * 2 > 128:
+            p.error("--by-location: a slope above 64 rows per unit needs more than the memory's 128 rows")
         print("| n_in / n_out | " + " | ".join(f"{s:g} rows per unit" for s in args.by_location) + " |")
         print("| --- |" + " --- |" * len(args.by_location))
         for size in args.sizes:
