@@ -88,11 +88,12 @@ def placement(model: torch.nn.Module, task: PrioritySort, generator: torch.Gener
     cells = []
     for head in range(writes.shape[2]):
         chosen = sharp[:, :, head] & target
+        placed = rows[:, :, head][chosen]
         cell = f"write head {head} places {chosen.sum() / target.sum():.0%} of the target vectors"
-        if chosen.sum() > 2 and rows[:, :, head][chosen].unique().numel() == 1:
-            cell += f" (always row {rows[:, :, head][chosen][0]})"
-        elif chosen.sum() > 2:
-            x, y = priority[chosen].double(), rows[:, :, head][chosen].double()
+        if placed.numel() > 2 and placed.unique().numel() == 1:
+            cell += f" (always row {placed[0]})"
+        elif placed.numel() > 2:
+            x, y = priority[chosen].double(), placed.double()
             design = torch.stack([x, torch.ones_like(x)], dim=1)
             slope, intercept = torch.linalg.lstsq(design, y.unsqueeze(1)).solution.squeeze(1).tolist()
             residual = y - design @ torch.tensor([slope, intercept], dtype=torch.float64)
@@ -101,7 +102,7 @@ def placement(model: torch.nn.Module, task: PrioritySort, generator: torch.Gener
         cells.append(cell)
     place = rows.gather(2, writes.max(-1).values.argmax(-1, keepdim=True)).squeeze(2)  # (B, n_in)
     target_place = place.gather(1, order)
-    distinct = torch.tensor([len(set(r)) for r in target_place.tolist()], dtype=torch.float64)
+    distinct = (target_place.sort(dim=1).values.diff(dim=1) != 0).sum(1).double() + 1
     alone = (place.unsqueeze(1) == target_place.unsqueeze(2)).sum(-1) == 1
     read_rows = (out.read_weights[:, task.n_in + 1 :].argmax(-1) + n_rows // 2) % n_rows - n_rows // 2
     hits = ((read_rows == target_place.unsqueeze(-1)).any(-1) & alone).double().mean()
