@@ -23,7 +23,21 @@ import argparse
 
 import torch
 
-from foveal.data.ntm_tasks import PrioritySort
+from foveal.data.ntm_tasks import NTMBatch, PrioritySort
+
+
+def noisy_sort_errors(batch: NTMBatch, task: PrioritySort, noise: torch.Tensor, sigma: float) -> torch.Tensor:
+    """Wrong bits at each output step of ``batch`` sorted perfectly by ``priority + sigma * noise``.
+
+    Shape:
+        noise: ``(B, n_in)``, standard normal draws (fixed, so that ``sigma`` can be swept).
+        returns: ``(B, n_out)``.
+    """
+    items = batch.inputs[:, : task.n_in, : task.width]
+    noisy = batch.inputs[:, : task.n_in, task.width] + sigma * noise
+    order = noisy.argsort(dim=1, descending=True)[:, : task.n_out]
+    predicted = items.gather(1, order.unsqueeze(-1).expand(-1, -1, task.width))
+    return (predicted != batch.targets).float().sum(dim=-1)
 
 
 def floor(n_in: int, n_out: int, sigma: float, n: int, seed: int) -> tuple[float, float]:
@@ -31,11 +45,7 @@ def floor(n_in: int, n_out: int, sigma: float, n: int, seed: int) -> tuple[float
     task = PrioritySort(8, n_in, n_out)
     generator = torch.Generator().manual_seed(seed)
     batch = task.sample(n, generator)
-    items, priority = batch.inputs[:, :n_in, : task.width], batch.inputs[:, :n_in, task.width]
-    noisy = priority + sigma * torch.randn(priority.shape, generator=generator)
-    order = noisy.argsort(dim=1, descending=True)[:, :n_out]
-    predicted = items.gather(1, order.unsqueeze(-1).expand(-1, -1, task.width))
-    wrong = (predicted != batch.targets).float().sum(dim=(1, 2))
+    wrong = noisy_sort_errors(batch, task, torch.randn(n, n_in, generator=generator), sigma).sum(-1)
     return wrong.mean().item(), wrong.mean().item() / (n_out * task.width)
 
 

@@ -2,9 +2,12 @@
 
 Trains exactly as ``foveal train ntm-sort`` does (the recipe's loss, collate and curriculum; the
 loop's optimiser, scheduler and clipping), one thread, then scores 2,000 fresh sequences of every
-curriculum level: wrong bits per sequence, and the same split by the smallest gap between the
-priorities of the top ``n_out + 1`` vectors (a model that compares priorities exactly makes no
-more errors on close priorities than on distant ones). Last, on the first level, the error with
+curriculum level: wrong bits per sequence, and wrong bits per output step split by the gap between
+that step's priority and the nearest neighbouring one, each set against a perfect sorter that sees
+every priority with Gaussian noise, its standard deviation chosen so that it makes as many wrong
+bits as the model (``benchmarks/ntm_sort_floor.py``): a model whose errors come from comparing
+priorities imprecisely matches the sorter in every gap, one that has not learned to sort makes
+errors at wide gaps too. Last, on the first level, the error with
 every read vector zeroed (does the model use its memory?) and the argmax rows of its heads. On the
 task's last level, whether the model sorts as the paper's fig. 17 shows: the write location as a
 linear function of the priority (fitted per write head), how many distinct places the target
@@ -28,29 +31,53 @@ from pathlib import Path
 import torch
 
 import foveal.models.ntm as ntm_module
-from foveal.data.ntm_tasks import NTMBatch, PrioritySort, wrong_bits
+from foveal.data.ntm_tasks import NTMBatch, PrioritySort, output_phase, wrong_bits
 from foveal.recipes.config import resolve_config
 from foveal.recipes.ntm import _levels
 from foveal.runs import get_recipe
 from foveal.train.loop import seed_everything
 from foveal.train.optim import build_optimizer, build_scheduler, clip_gradients
 from foveal.train.sampler import StepBatchSampler
+from ntm_sort_floor import noisy_sort_errors
 
-GAPS = (0.0, 0.01, 0.03, 0.1, 0.3, 3.0)
+GAPS = (0.0, 0.003, 0.01, 0.03, 0.1, 0.3, math.inf)
+
+
+def matched_sigma(wrong: float, batch: NTMBatch, task: PrioritySort, noise: torch.Tensor) -> float:
+    """The priority noise at which a perfect sorter makes ``wrong`` bits per sequence on ``batch``
+    (bisection on log sigma; ``benchmarks/ntm_sort_floor.py``)."""
+    lo, hi = math.log(1e-5), 0.0
+    for _ in range(30):
+        mid = (lo + hi) / 2
+        bits = noisy_sort_errors(batch, task, noise, math.exp(mid)).sum(-1).mean()
+        lo, hi = (mid, hi) if bits < wrong else (lo, mid)
+    return math.exp((lo + hi) / 2)
 
 
 def by_gap(model: torch.nn.Module, task: PrioritySort, generator: torch.Generator) -> str:
+    """Wrong bits per output step, split by how close that step's priority is to its neighbours'."""
     batch = task.sample(2000, generator)
     with torch.no_grad():
-        wrong = wrong_bits(model(batch.inputs).logits, batch.targets)
-    top = batch.inputs[:, : task.n_in, task.width].sort(1, descending=True).values[:, : min(task.n_out + 1, task.n_in)]
-    gap = (top[:, :-1] - top[:, 1:]).min(1).values
+        logits = output_phase(model(batch.inputs).logits, batch.targets)
+    wrong = ((logits > 0).float() != batch.targets).float().sum(-1)  # (B, n_out)
+    noise = torch.randn(len(wrong), task.n_in, generator=generator)
+    sigma = matched_sigma(wrong.sum(-1).mean().item(), batch, task, noise)
+    sorter = noisy_sort_errors(batch, task, noise, sigma)
+    top = batch.inputs[:, : task.n_in, task.width].sort(1, descending=True).values
+    below = top[:, : task.n_out] - top[:, 1 : task.n_out + 1] if task.n_in > task.n_out else None
+    above = torch.cat([torch.full_like(top[:, :1], math.inf), top[:, : task.n_out - 1] - top[:, 1 : task.n_out]], 1)
+    gap = above if below is None else torch.minimum(above, below)
     cells = []
     for lo, hi in itertools.pairwise(GAPS):
         chosen = (gap >= lo) & (gap < hi)
         if chosen.any():
-            cells.append(f"gap [{lo}, {hi}): {int(chosen.sum())} seqs, {wrong[chosen].mean():.2f}")
-    return f"top {task.n_out} of {task.n_in}: {wrong.mean():.3f} wrong bits/seq | " + "; ".join(cells)
+            model_bits, sorter_bits = wrong[chosen].mean(), sorter[chosen].mean()
+            cells.append(f"gap [{lo}, {hi}): {int(chosen.sum())} steps, {model_bits:.2f} (sorter {sorter_bits:.2f})")
+    return (
+        f"top {task.n_out} of {task.n_in}: {wrong.sum(-1).mean():.3f} wrong bits/seq, as many as a perfect sorter "
+        f"that sees each priority with noise of standard deviation {sigma:.4f}; wrong bits per output step by the "
+        "gap to the nearest neighbouring priority (the sorter's in brackets) | " + "; ".join(cells)
+    )
 
 
 def score(model: torch.nn.Module, evaluation: NTMBatch) -> float:
