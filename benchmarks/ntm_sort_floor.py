@@ -55,15 +55,15 @@ def location_floor(n_in: int, n_out: int, slope: float, n: int, seed: int) -> tu
     task = PrioritySort(8, n_in, n_out)
     batch = task.sample(n, torch.Generator().manual_seed(seed))
     items, priority = batch.inputs[:, :n_in, : task.width], batch.inputs[:, :n_in, task.width]
-    rows = (slope * (1 - priority)).floor().long()
-    wrong = torch.empty(n)
-    for s in range(n):
-        memory: dict[int, torch.Tensor] = {}
-        for i in range(n_in):  # input order: a later write to a row replaces the earlier one
-            memory[int(rows[s, i])] = items[s, i]
-        read = [memory[r] for r in sorted(memory)][:n_out]
-        read += [torch.zeros(task.width)] * (n_out - len(read))
-        wrong[s] = (torch.stack(read) != batch.targets[s]).float().sum()
+    rows = (slope * (1 - priority)).floor().long()  # (B, n_in)
+    # an item survives unless a later item (input order) is written to its row and replaces it
+    later = torch.ones(n_in, n_in, dtype=torch.bool).triu(diagonal=1)
+    replaced = ((rows.unsqueeze(2) == rows.unsqueeze(1)) & later).any(2)
+    key = rows.masked_fill(replaced, torch.iinfo(torch.long).max)  # survivors' rows are distinct
+    order = key.argsort(dim=1)[:, :n_out]  # rows read in order, empty ones skipped
+    read = items.gather(1, order.unsqueeze(-1).expand(-1, -1, task.width))
+    read = read.masked_fill(replaced.gather(1, order).unsqueeze(-1), 0.0)  # fewer survivors than outputs: blank
+    wrong = (read != batch.targets).float().sum(dim=(1, 2))
     return wrong.mean().item(), wrong.mean().item() / (n_out * task.width), (wrong == 0).float().mean().item()
 
 
