@@ -1,14 +1,12 @@
 """A run directory's life: start or resume training, rebuild it, evaluate, draw, report.
 
 The CLI is a thin shell over these functions; :func:`run_pipeline` is ``foveal demo`` for any
-recipe. A run directory holds ``config.json`` (recipe, preset, resolved config),
-``checkpoint.pt``, ``metrics.jsonl``, ``eval.json``, ``figures/`` and ``report.html``.
+recipe. :class:`foveal.train.RunDir` names every file a run directory holds.
 """
 
 from __future__ import annotations
 
 import json
-import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,11 +24,9 @@ from foveal.recipes.config import (
     validate,
 )
 from foveal.registry import RECIPES
-from foveal.train import CHECKPOINT, METRICS, evaluate, load, seed_everything, train
+from foveal.train import RunDir, evaluate, load, seed_everything, train
 from foveal.train.distributed import is_main
 
-EVAL_FILE = "eval.json"
-FIGURES_DIR = "figures"
 # Keys a resumed run may change: they steer logging and stopping, not the numbers already made.
 RESUMABLE_CHANGES = {"threads", "loop.steps", "loop.eval_every", "loop.ckpt_every", "loop.log_every"}
 
@@ -86,8 +82,8 @@ def prepare_run(
     recipe = get_recipe(recipe_name)
     run_dir = Path(out) if out is not None else default_run_dir(recipe_name, preset)
     if resume:
-        if not (run_dir / CHECKPOINT).is_file():
-            raise ValueError(f"cannot resume: {run_dir / CHECKPOINT} does not exist")
+        if not RunDir(run_dir).checkpoint.is_file():
+            raise ValueError(f"cannot resume: {RunDir(run_dir).checkpoint} does not exist")
         saved_recipe, saved_preset, config = load_run_config(run_dir)
         if saved_recipe.name != recipe_name:
             raise ValueError(f"cannot resume: {run_dir} is a run of recipe {saved_recipe.name!r}, not {recipe_name!r}")
@@ -110,10 +106,10 @@ def prepare_run(
         preset = saved_preset
     else:
         config = resolve_config(recipe, preset, config_file, sets, seed, threads)
-        if (run_dir / CHECKPOINT).is_file() and not overwrite:
+        if RunDir(run_dir).checkpoint.is_file() and not overwrite:
             raise ValueError(f"{run_dir} already holds a run; pass --resume to continue it, --overwrite, or --out NEW")
         if overwrite and is_main():
-            clear_run(run_dir)
+            RunDir(run_dir).clear()
     if is_main():
         save_run_config(run_dir, recipe_name, preset, config)
     return run_dir, recipe, preset, config
@@ -159,14 +155,6 @@ def train_run(
     return Run(run_dir, recipe, preset, config, task), metrics
 
 
-def clear_run(run_dir: Path) -> None:
-    """Remove what a run writes (not anything else the directory may hold)."""
-    for name in (CHECKPOINT, METRICS, EVAL_FILE, "config.json", "report.html", "loss.png"):
-        (run_dir / name).unlink(missing_ok=True)
-    for name in (FIGURES_DIR, "tensorboard"):
-        shutil.rmtree(run_dir / name, ignore_errors=True)
-
-
 def load_run(run_dir: str | Path) -> Run:
     """Rebuild a run's task from ``RUN/config.json`` and load the trained weights."""
     run_dir = Path(run_dir)
@@ -175,10 +163,13 @@ def load_run(run_dir: str | Path) -> Run:
     recipe, preset, config = load_run_config(run_dir)
     seed_everything(config.seed)
     task = recipe.build(config)
-    path = run_dir / CHECKPOINT
+    path = RunDir(run_dir).checkpoint
     if not path.is_file():
-        raise ValueError(f"{run_dir} has no {CHECKPOINT}; train it first (foveal train {recipe.name} --out {run_dir})")
-    task.model.load_state_dict(load(path)["model"])
+        raise ValueError(f"{run_dir} has no {path.name}; train it first (foveal train {recipe.name} --out {run_dir})")
+    state = load(path)
+    task.model.load_state_dict(state["model"])
+    for callback, saved in zip(task.callbacks, state.get("callbacks", []), strict=False):
+        callback.load_state_dict(saved)
     return Run(run_dir, recipe, preset, config, task)
 
 
@@ -191,7 +182,7 @@ def eval_run(run: str | Path | Run, threads: int | None = None) -> dict[str, flo
     if run.task.evaluate is None or run.task.eval_set is None:
         raise ValueError(f"recipe {run.recipe.name!r} defines no evaluation")
     metrics = evaluate(run.task, run.task.model)
-    (run.dir / EVAL_FILE).write_text(json.dumps(metrics, indent=2) + "\n")
+    RunDir(run.dir).eval.write_text(json.dumps(metrics, indent=2) + "\n")
     return metrics
 
 
@@ -205,7 +196,7 @@ def show_run(run: str | Path | Run, threads: int | None = None) -> list[Path]:
         raise ValueError(f"recipe {run.recipe.name!r} draws no figures")
     model = run.task.model.eval()
     with torch.no_grad():
-        return list(run.task.show(model, run.task.eval_set, run.dir / FIGURES_DIR))
+        return list(run.task.show(model, run.task.eval_set, RunDir(run.dir).figures))
 
 
 def run_pipeline(
@@ -226,7 +217,7 @@ def run_pipeline(
     run, metrics = train_run(recipe, preset, sets=sets, seed=seed, threads=threads, out=out, overwrite=True)
     # The loop's final evaluation is of this very model: keep it rather than evaluate again.
     if run.task.evaluate is not None and run.task.eval_set is not None:
-        (run.dir / EVAL_FILE).write_text(json.dumps(metrics, indent=2) + "\n")
+        RunDir(run.dir).eval.write_text(json.dumps(metrics, indent=2) + "\n")
     figures = show_run(run) if run.task.show is not None else []
     report = write_report(run.dir)
     return {

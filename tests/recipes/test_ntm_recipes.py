@@ -5,12 +5,13 @@ import json
 import pytest
 import torch
 
-from foveal.data.ntm_tasks import Copy, Curriculum
+from foveal.data.ntm_tasks import Copy
 from foveal.recipes.config import resolve_config
 from foveal.runs import get_recipe, start_run
+from foveal.train import Curriculum, Trainer
 
 NAMES = ["ntm-copy", "ntm-repeat-copy", "ntm-recall", "ntm-sort"]
-TINY = {"controller_size": "16", "n_rows": "16", "n_cols": "6", "n_eval": "8", "loop.batch_size": "4"}
+TINY = {"model.controller_size": "16", "model.n_rows": "16", "model.n_cols": "6", "n_eval": "8", "loop.batch_size": "4"}
 
 
 def build(name, preset="quick", **sets):
@@ -32,19 +33,21 @@ def test_recipe_builds_and_one_step_learns_something(name):
     assert {"bits", "bce", "cost"} <= scores.keys() and all(v == v for v in scores.values())
 
 
-def test_curriculum_starts_short_and_its_level_is_saved_with_the_model():
+def test_curriculum_starts_short_and_its_level_is_saved_with_the_checkpoint():
     _, config, task = build("ntm-copy", preset=None)
-    assert isinstance(task.model.curriculum, Curriculum)
+    (curriculum,) = task.callbacks
+    assert isinstance(curriculum, Curriculum)
     assert task.collate(list(range(4))).targets.shape[1] <= config.curriculum_start
-    task.model.curriculum.level.fill_(task.model.curriculum.n_levels - 1)
+    curriculum.level = curriculum.n_levels - 1
     lengths = {task.collate([i, i + 1]).targets.shape[1] for i in range(0, 200, 2)}
     assert max(lengths) > config.curriculum_start  # the last level reaches the full range
-    assert int(task.model.state_dict()["curriculum.level"]) == task.model.curriculum.n_levels - 1
+    saved = Trainer(task, config).state_dict()["callbacks"]
+    assert saved == [curriculum.state_dict()] and saved[0]["level"] == curriculum.n_levels - 1
 
 
 def test_curriculum_off_uses_the_full_range():
     _, _, task = build("ntm-copy", preset=None, curriculum="false")
-    assert not hasattr(task.model, "curriculum")
+    assert task.callbacks == []
     assert max(task.collate([i, i + 1]).targets.shape[1] for i in range(0, 200, 2)) > 10
 
 
@@ -79,17 +82,18 @@ def test_copy_quick_preset_converges(tmp_path):
 @pytest.mark.parametrize("name", NAMES)
 def test_learning_rate_anneals_once_the_last_level_is_mastered(name):
     _, config, task = build(name, anneal="0.25", curriculum="true")  # sort's is off by default
-    curriculum = task.model.curriculum
-    assert task.lr_scale() == 1.0
-    curriculum.level.fill_(curriculum.n_levels - 1)  # the last level reached is not yet mastered
+    (curriculum,) = task.callbacks
+    assert curriculum.lr_scale() == 1.0
+    curriculum.level = curriculum.n_levels - 1  # the last level reached is not yet mastered
     curriculum.update(1.0)
-    assert task.lr_scale() == 1.0 and not curriculum.mastered
+    assert curriculum.lr_scale() == 1.0 and not curriculum.mastered
     for _ in range(200):  # a long run of perfect batches brings the running error under the threshold
         curriculum.update(0.0)
-    assert curriculum.mastered and task.lr_scale() == config.anneal == 0.25
+    assert curriculum.mastered and curriculum.lr_scale() == config.anneal == 0.25
     curriculum.update(1.0)  # mastery is kept: one bad batch does not raise the rate again
-    assert task.lr_scale() == 0.25
-    assert any(key.endswith("curriculum.mastered") for key in task.model.state_dict())  # resumes with the model
+    assert curriculum.lr_scale() == 0.25
+    trainer = Trainer(task, config)  # the loop applies it to the scheduled rate
+    assert trainer.scheduler.lr_lambdas[0](0) == pytest.approx(0.25)
 
 
 def test_sort_curriculum_keeps_the_papers_ratio_and_ends_on_the_task():
@@ -113,7 +117,7 @@ def test_sort_curriculum_over_outputs_keeps_every_input_and_asks_for_more_of_the
 def test_sort_trains_on_the_task_itself_by_default():
     # Its curriculum's first level is never passed (docs/ntm.md), so it is off unless asked for.
     _, config, task = build("ntm-sort")
-    assert not config.curriculum and not hasattr(task.model, "curriculum") and task.lr_scale is None
+    assert not config.curriculum and task.callbacks == []
     assert task.collate(list(range(4))).targets.shape[1] == config.n_out == 6
     _, _, task = build("ntm-sort", curriculum="true")
     assert task.collate(list(range(4))).targets.shape[1] == 3  # the first level: top 3 of 4
@@ -123,11 +127,11 @@ def test_sort_trains_on_the_task_itself_by_default():
 def test_repeat_copy_starts_its_write_head_walking_on_the_papers_range_only(preset, write_shift):
     from foveal.memory import split_head_params
 
-    _, config, task = build("ntm-repeat-copy", preset=preset, n_cols="6")
+    _, config, task = build("ntm-repeat-copy", preset=preset)
     model = task.model
     read_raw, write_raw = model.heads.bias.split([model.read_param_size, model.write_param_size])
-    read = split_head_params(read_raw.view(1, 1, -1), config.n_cols, config.n_shifts, write=False)
-    written = split_head_params(write_raw.view(1, 1, -1), config.n_cols, config.n_shifts, write=True)
+    read = split_head_params(read_raw.view(1, 1, -1), config.model.n_cols, config.model.n_shifts, write=False)
+    written = split_head_params(write_raw.view(1, 1, -1), config.model.n_cols, config.model.n_shifts, write=True)
     assert read.shift[0, 0].argmax() == 1 and read.shift[0, 0, 1] > 0.75  # read heads start still
     assert written.shift[0, 0].argmax() == write_shift and written.shift[0, 0].max() > 0.75
 

@@ -9,9 +9,9 @@ import torch
 
 from foveal.cli import main
 from foveal.recipes import load_all
-from foveal.recipes.base import LoopConfig
 from foveal.recipes.shapes_vqa import ShapesByImage, collate_by_image, loss
 from foveal.registry import RECIPES
+from foveal.train import LoopConfig
 
 
 def ci_config(tmp_path, **overrides):

@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from foveal.recipes.base import LoopConfig, Recipe, RunConfig
+from foveal.recipes.base import Recipe
 from foveal.recipes.config import (
     apply_overrides,
     coerce,
@@ -14,6 +14,7 @@ from foveal.recipes.config import (
     resolve_config,
     save_run_config,
 )
+from foveal.train import LoopConfig, RunConfig
 
 
 @dataclass

@@ -13,7 +13,7 @@ import torch
 
 from foveal.recipes.config import resolve_config
 from foveal.runs import get_recipe, start_run
-from foveal.train import CHECKPOINT, Interrupted, load, read_metrics, seed_everything, train
+from foveal.train import Interrupted, RunDir, load, read_metrics, seed_everything, train
 
 # Small and quick; dropout stays on so that restoring the RNG state matters.
 SETS = {"loop.steps": "60", "loop.log_every": "7", "loop.eval_every": "25", "loop.ckpt_every": "20", "hidden": "16"}
@@ -31,7 +31,7 @@ def _events(run_dir):
 
 
 def _assert_same_run(a: Path, b: Path):
-    sa, sb = load(a / CHECKPOINT), load(b / CHECKPOINT)
+    sa, sb = load(RunDir(a).checkpoint), load(RunDir(b).checkpoint)
     assert sa["step"] == sb["step"]
     for name, tensor in sa["model"].items():
         assert torch.equal(tensor, sb["model"][name]), name
@@ -55,14 +55,14 @@ def test_logs_evaluates_and_checkpoints(reference):
     assert eval_steps == [25, 50, 60]
     assert {"loss", "acc", "lr"} <= events[0].keys() and "time" in events[0]
     assert final == {k: v for k, v in events[-1].items() if k not in ("step", "time", "split")}
-    assert load(run_dir / CHECKPOINT)["step"] == 60
+    assert load(RunDir(run_dir).checkpoint)["step"] == 60
 
 
 def test_evaluation_does_not_disturb_training(reference, tmp_path):
     task, config = _toy({**SETS, "loop.eval_every": "0"})
     train(task, config, tmp_path)
-    ref = load(reference[0] / CHECKPOINT)["model"]
-    for name, tensor in load(tmp_path / CHECKPOINT)["model"].items():
+    ref = load(RunDir(reference[0]).checkpoint)["model"]
+    for name, tensor in load(RunDir(tmp_path).checkpoint)["model"].items():
         assert torch.equal(tensor, ref[name]), name
 
 
@@ -79,7 +79,7 @@ def test_ctrl_c_writes_a_checkpoint_and_resume_is_exact(reference, tmp_path):
     task.loss = interrupting_loss
     with pytest.raises(Interrupted) as info:
         train(task, config, tmp_path)
-    assert info.value.step == 33 and load(tmp_path / CHECKPOINT)["step"] == 33
+    assert info.value.step == 33 and load(RunDir(tmp_path).checkpoint)["step"] == 33
     task, config = _toy()
     final = train(task, config, tmp_path, resume=True)
     assert final == reference[1]
@@ -97,7 +97,7 @@ def test_sigkill_then_resume_ends_like_an_uninterrupted_run(tmp_path):
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 120
-        while not (killed / CHECKPOINT).exists() or max((e["step"] for e in read_metrics(killed)), default=0) < 60:
+        while not RunDir(killed).checkpoint.exists() or max((e["step"] for e in read_metrics(killed)), default=0) < 60:
             assert proc.poll() is None, "training ended before its first checkpoint"
             assert time.monotonic() < deadline, "no checkpoint after 120 s"
             time.sleep(0.002)
@@ -106,7 +106,7 @@ def test_sigkill_then_resume_ends_like_an_uninterrupted_run(tmp_path):
         proc.kill()
         proc.wait()
     assert proc.returncode == -signal.SIGKILL
-    killed_at = load(killed / CHECKPOINT)["step"]
+    killed_at = load(RunDir(killed).checkpoint)["step"]
     assert 0 < killed_at < 800, "the kill did not interrupt training"
 
     parsed = dict(s.split("=") for s in sets)
@@ -128,7 +128,7 @@ def test_two_processes_equal_one_on_the_same_global_batch(tmp_path):
     assert (tmp_path / "two" / "metrics.jsonl").is_file()
 
     start_run("toy", sets=dict(s.split("=") for s in sets), out=tmp_path / "one")
-    one, two = load(tmp_path / "one" / CHECKPOINT), load(tmp_path / "two" / CHECKPOINT)
+    one, two = load(RunDir(tmp_path / "one").checkpoint), load(RunDir(tmp_path / "two").checkpoint)
     assert two["world_size"] == 2 and two["step"] == one["step"] == 6
     for name, tensor in one["model"].items():
         torch.testing.assert_close(two["model"][name], tensor)

@@ -6,8 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from foveal.recipes.base import LoopConfig
-from foveal.train import build_optimizer, build_scheduler, clip_gradients, lr_factor
+from foveal.train import LoopConfig, build_optimizer, build_scheduler, clip_gradients, lr_factor
 
 
 @pytest.mark.parametrize(

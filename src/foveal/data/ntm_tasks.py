@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 from torch.utils.data import Dataset
 
 
@@ -270,45 +270,6 @@ def batch_seed(seed: int, indices: Sequence[int]) -> int:
     """
     key = f"{seed}:" + ",".join(str(int(i)) for i in sorted(indices))
     return zlib.crc32(key.encode())
-
-
-class Curriculum(nn.Module):
-    """An adaptive curriculum: the level goes up by one each time the model masters the current one.
-
-    The running mean of the training batches' bit error rate (wrong bits / target bits) is kept;
-    when it drops below ``threshold`` the level rises (up to ``n_levels - 1``) and the running mean
-    restarts at ``3 * threshold``, so each level must be earned afresh. Level and running mean are
-    buffers: they live in the model's ``state_dict`` and resume with its checkpoint. What a level
-    means (a longer sequence, more items) is up to the recipe. ``mastered`` is set, for good, when
-    the running mean drops below ``threshold`` on the last level too.
-
-    Example:
-        >>> c = Curriculum(3, threshold=0.1, decay=0.0)
-        >>> c.update(0.5); c.update(0.05); int(c.level)
-        1
-        >>> c.update(0.0); int(c.level), bool(c.mastered)
-        (2, False)
-        >>> c.update(0.0); c.update(0.9); int(c.level), bool(c.mastered)
-        (2, True)
-    """
-
-    def __init__(self, n_levels: int, *, threshold: float = 0.01, decay: float = 0.9) -> None:
-        super().__init__()
-        if n_levels < 1:
-            raise ValueError(f"a curriculum needs at least one level, got {n_levels}")
-        self.n_levels, self.threshold, self.decay = n_levels, threshold, decay
-        self.register_buffer("level", torch.zeros((), dtype=torch.long))
-        self.register_buffer("error", torch.tensor(0.5))
-        self.register_buffer("mastered", torch.zeros((), dtype=torch.bool))
-
-    @torch.no_grad()
-    def update(self, error_rate: float) -> None:
-        self.error.mul_(self.decay).add_((1 - self.decay) * error_rate)
-        if self.error < self.threshold and self.level < self.n_levels - 1:
-            self.level += 1
-            self.error.fill_(3 * self.threshold)
-        elif self.error < self.threshold:
-            self.mastered.fill_(True)
 
 
 class TaskDataset(Dataset):

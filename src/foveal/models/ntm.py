@@ -17,7 +17,8 @@ weightings are learned bias vectors (``initial_state="learned"``, the paper's sc
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from dataclasses import dataclass
+from typing import Any, Literal, NamedTuple
 
 import torch
 from torch import Tensor, nn
@@ -25,6 +26,7 @@ from torch import Tensor, nn
 from foveal._checks import check_shape
 from foveal.memory import MemoryInit, address, head_param_size, read, split_head_params, write
 from foveal.registry import MODELS
+from foveal.specs import resolve_spec
 
 CONTROLLERS = ("lstm", "feedforward")
 INITIAL_STATES = ("learned", "constant")
@@ -40,6 +42,34 @@ class NTMOutput(NamedTuple):
     memory: Tensor | None = None  # (B, T, R, C): the memory after each step's write
 
 
+@dataclass
+class NTMSpec:
+    """The options of :class:`NTM`, each with its default."""
+
+    controller: Literal["lstm", "feedforward"] = "lstm"  # "lstm" (an LSTM cell) or "feedforward" (one tanh layer)
+    controller_size: int = 100  # hidden size of the controller (100 in the paper's copy experiment)
+    n_rows: int = 128  # R, memory locations (128 in the paper)
+    n_cols: int = 20  # C, width of a location (20 in the paper)
+    n_read_heads: int = 1
+    n_write_heads: int = 1
+    n_shifts: int = 3  # allowed shifts -k..k (3: -1, 0, +1)
+    memory_init: Literal["constant", "learned", "random"] = "constant"  # see foveal.memory.MemoryInit
+    memory_value: float = 1e-6  # the constant (and learned initial) memory value
+    memory_learned_std: float = 0.0  # noise added once to the learned initial memory: rows that differ
+    initial_state: Literal["learned", "constant"] = "learned"  # "learned" bias vectors or a "constant" starting state
+    # "both": the output layer sees [h_t, r_t]; "reads": only r_t, which leaves the controller no
+    # way to pass inputs to the output except through memory
+    output_from: Literal["both", "reads"] = "both"
+    eps: float = 1e-8  # guard of the cosine similarity and the sharpening
+    gate_bias: float = 0.0  # initial interpolation-gate logit bias; negative keeps the previous weighting
+    still_bias: float = 0.0  # initial bias of the shift-0 logit; positive starts the heads standing still
+    gamma_bias: float = 0.0  # initial sharpening logit bias (gamma = 1 + softplus(gamma_bias))
+    read_gate_bias: float | None = None  # the read heads' gate bias (None: gate_bias)
+    read_still_bias: float | None = None  # the read heads' still bias (None: still_bias)
+    write_walk_bias: float = 0.0  # initial bias of the write heads' shift +1 logit: consecutive rows
+    forget_bias: float | None = None  # the LSTM controller's initial forget-gate bias (None: PyTorch's)
+
+
 @MODELS.register("ntm")
 class NTM(nn.Module):
     """A Neural Turing Machine with an LSTM or feed-forward controller and batched heads.
@@ -47,31 +77,7 @@ class NTM(nn.Module):
     Args:
         input_size: width of each input vector ``x_t``.
         output_size: width of each output vector ``y_t``.
-        controller: ``"lstm"`` (an LSTM cell) or ``"feedforward"`` (one tanh layer).
-        controller_size: hidden size of the controller (100 in the paper's copy experiment).
-        n_rows: ``R``, memory locations (128 in the paper).
-        n_cols: ``C``, width of a location (20 in the paper).
-        n_read_heads: read heads.
-        n_write_heads: write heads.
-        n_shifts: allowed shifts ``-k..k`` (3: -1, 0, +1).
-        memory_init: ``"constant"``, ``"learned"`` or ``"random"`` (see :class:`MemoryInit`).
-        memory_value: the constant (and learned initial) memory value.
-        memory_learned_std: noise added once to the learned initial memory (``"learned"`` only).
-        initial_state: ``"learned"`` bias vectors or ``"constant"`` starting state.
-        output_from: ``"both"``: the output layer sees ``[h_t, r_t]``; ``"reads"``: only ``r_t``,
-            which leaves the controller no way to pass inputs to the output except through memory.
-        eps: guard of the cosine similarity and the sharpening.
-        gate_bias: initial bias of every head's interpolation gate logit; negative starts the
-            heads keeping their previous weighting (``g = sigmoid(gate_bias)``) instead of 0.5.
-        still_bias: initial bias added to the shift-0 logit of every head; positive starts the
-            heads standing still rather than blurring over ``-1, 0, +1`` equally.
-        gamma_bias: initial bias of the sharpening logit (``gamma = 1 + softplus(gamma_bias)``).
-        forget_bias: the LSTM controller's initial forget-gate bias (``bias_ih`` of the forget gate
-            set to it, ``bias_hh`` to 0); None keeps PyTorch's initialisation.
-        read_gate_bias, read_still_bias: the same two biases for the read heads only; None (the
-            default) gives the read heads ``gate_bias`` and ``still_bias`` like the write heads.
-        write_walk_bias: initial bias added to the write heads' shift ``+1`` logit; positive starts
-            them moving one row per step, so consecutive inputs go to consecutive rows.
+        spec: the options (:class:`NTMSpec`); single options may also be given by name.
 
     Shape:
         - x: ``(B, T, input_size)``
@@ -84,33 +90,14 @@ class NTM(nn.Module):
         (torch.Size([2, 7, 3]), torch.Size([2, 7, 1, 6]), torch.Size([2, 7, 6, 5]))
     """
 
-    def __init__(
-        self,
-        input_size: int,
-        output_size: int,
-        *,
-        controller: str = "lstm",
-        controller_size: int = 100,
-        n_rows: int = 128,
-        n_cols: int = 20,
-        n_read_heads: int = 1,
-        n_write_heads: int = 1,
-        n_shifts: int = 3,
-        memory_init: str = "constant",
-        memory_value: float = 1e-6,
-        memory_learned_std: float = 0.0,
-        initial_state: str = "learned",
-        output_from: str = "both",
-        eps: float = 1e-8,
-        gate_bias: float = 0.0,
-        still_bias: float = 0.0,
-        gamma_bias: float = 0.0,
-        read_gate_bias: float | None = None,
-        read_still_bias: float | None = None,
-        write_walk_bias: float = 0.0,
-        forget_bias: float | None = None,
-    ) -> None:
+    def __init__(self, input_size: int, output_size: int, spec: NTMSpec | None = None, **options: Any) -> None:
         super().__init__()
+        self.spec = spec = resolve_spec(NTMSpec, spec, options)
+        controller, controller_size = spec.controller, spec.controller_size
+        n_rows, n_cols, n_shifts = spec.n_rows, spec.n_cols, spec.n_shifts
+        n_read_heads, n_write_heads = spec.n_read_heads, spec.n_write_heads
+        initial_state, output_from, eps = spec.initial_state, spec.output_from, spec.eps
+        gate_bias, still_bias = spec.gate_bias, spec.still_bias
         if controller not in CONTROLLERS:
             raise ValueError(f"unknown controller {controller!r}; choose from: {', '.join(CONTROLLERS)}")
         if initial_state not in INITIAL_STATES:
@@ -123,11 +110,11 @@ class NTM(nn.Module):
         self.controller_kind, self.controller_size = controller, controller_size
         self.n_rows, self.n_cols, self.n_shifts = n_rows, n_cols, n_shifts
         self.n_read_heads, self.n_write_heads, self.eps = n_read_heads, n_write_heads, eps
-        self.gate_bias, self.still_bias, self.gamma_bias = gate_bias, still_bias, gamma_bias
-        self.read_gate_bias = gate_bias if read_gate_bias is None else read_gate_bias
-        self.read_still_bias = still_bias if read_still_bias is None else read_still_bias
-        self.write_walk_bias = write_walk_bias
-        self.forget_bias = forget_bias
+        self.gate_bias, self.still_bias, self.gamma_bias = gate_bias, still_bias, spec.gamma_bias
+        self.read_gate_bias = gate_bias if spec.read_gate_bias is None else spec.read_gate_bias
+        self.read_still_bias = still_bias if spec.read_still_bias is None else spec.read_still_bias
+        self.write_walk_bias = spec.write_walk_bias
+        self.forget_bias = spec.forget_bias
 
         ctrl_in = input_size + n_read_heads * n_cols
         if controller == "lstm":
@@ -143,7 +130,7 @@ class NTM(nn.Module):
         out_in = n_read_heads * n_cols + (controller_size if output_from == "both" else 0)
         self.out = nn.Linear(out_in, output_size)
         self.memory_init = MemoryInit(
-            n_rows, n_cols, kind=memory_init, value=memory_value, learned_std=memory_learned_std
+            n_rows, n_cols, kind=spec.memory_init, value=spec.memory_value, learned_std=spec.memory_learned_std
         )
 
         # The starting state of every sequence. Weightings are stored as logits and start peaked on

@@ -22,8 +22,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from foveal.recipes.base import Recipe, RunConfig
-
-CONFIG_FILE = "config.json"
+from foveal.train.run_dir import RunDir
 
 
 def flatten(overrides: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -294,7 +293,7 @@ def config_to_dict(config: RunConfig) -> dict[str, Any]:
 
 def save_run_config(run_dir: str | Path, recipe: str, preset: str | None, config: RunConfig) -> Path:
     """Write ``RUN/config.json``: the recipe name, the preset and the resolved config."""
-    path = Path(run_dir) / CONFIG_FILE
+    path = RunDir(run_dir).config
     path.parent.mkdir(parents=True, exist_ok=True)
     record = {"recipe": recipe, "preset": preset, "config": config_to_dict(config)}
     path.write_text(json.dumps(record, indent=2) + "\n")
@@ -306,9 +305,9 @@ def load_run_config(run_dir: str | Path) -> tuple[Recipe, str | None, RunConfig]
     from foveal.recipes import load_all
     from foveal.registry import RECIPES
 
-    path = Path(run_dir) / CONFIG_FILE
+    path = RunDir(run_dir).config
     if not path.is_file():
-        raise ValueError(f"{str(run_dir)!r} is not a run directory (no {CONFIG_FILE}); train one with `foveal train`")
+        raise ValueError(f"{str(run_dir)!r} is not a run directory (no {path.name}); train one with `foveal train`")
     record = json.loads(path.read_text())
     load_all()
     recipe = RECIPES.get(record["recipe"])

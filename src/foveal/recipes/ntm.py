@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import torch
 import torch.nn.functional as F
@@ -25,7 +25,6 @@ from torch.utils.data import Dataset
 from foveal.data.ntm_tasks import (
     AssociativeRecall,
     Copy,
-    Curriculum,
     NTMBatch,
     NTMTask,
     PrioritySort,
@@ -35,9 +34,10 @@ from foveal.data.ntm_tasks import (
     output_phase,
     wrong_bits,
 )
-from foveal.models.ntm import NTM
+from foveal.models.ntm import NTM, NTMSpec
 from foveal.recipes.base import LoopConfig, Recipe, RunConfig, Task
 from foveal.registry import RECIPES
+from foveal.train import Curriculum
 
 TRAIN_SET_SIZE = 100_000  # item indices only; every batch is drawn afresh from its own seed
 
@@ -46,28 +46,15 @@ def _loop(steps: int) -> LoopConfig:
     return LoopConfig(steps=steps, batch_size=32, lr=3e-3, clip_norm=10.0, eval_every=0, ckpt_every=500, log_every=50)
 
 
+def _spec(**options: Any) -> Callable[[], NTMSpec]:
+    return lambda: NTMSpec(**options)
+
+
 @dataclass
 class NTMConfig(RunConfig):
-    """The model and evaluation settings shared by every NTM recipe."""
+    """The model, curriculum and evaluation settings shared by every NTM recipe."""
 
-    controller: str = "lstm"  # lstm | feedforward
-    controller_size: int = 100
-    n_rows: int = 128
-    n_cols: int = 20
-    n_read_heads: int = 1
-    n_write_heads: int = 1
-    n_shifts: int = 3
-    memory_init: str = "constant"  # constant | learned | random
-    memory_learned_std: float = 0.0  # "learned" starts at 1e-6 + N(0, std^2): rows that differ
-    initial_state: str = "learned"  # learned | constant
-    output_from: str = "both"  # both ([h_t, r_t]) | reads (r_t only)
-    gate_bias: float = 0.0  # initial head biases, see foveal.models.NTM
-    still_bias: float = 0.0
-    gamma_bias: float = 0.0
-    read_gate_bias: float | None = None  # None: the read heads get gate_bias and still_bias too
-    read_still_bias: float | None = None
-    write_walk_bias: float = 0.0  # the write heads' initial shift +1 bias (NTM), set for recall and repeat copy below
-    forget_bias: float | None = None  # the LSTM controller's initial forget-gate bias (None: PyTorch's)
+    model: NTMSpec = field(default_factory=NTMSpec)
     curriculum: bool = True
     curriculum_threshold: float = 0.01  # raise the level when the running bit error rate is below this
     # Multiply the learning rate by this once the last level is mastered: at a constant 3e-3, copy
@@ -79,19 +66,16 @@ class NTMConfig(RunConfig):
 
 @dataclass
 class CopyConfig(NTMConfig):
-    width: int = 8
+    # The output sees only the reads: an LSTM of 100 units can hold a short sequence by itself, and
+    # with that shortcut some seeds took 4x longer to start using the memory. Heads start still
+    # (mostly keep the previous weighting, shift 0): the trained read heads stay on the first
+    # item's row during the input (docs/ntm.md).
+    model: NTMSpec = field(default_factory=_spec(output_from="reads", gate_bias=-2.0, still_bias=2.0))
+    width: int = 8  # bits per vector
     min_len: int = 1
     max_len: int = 20
     curriculum_start: int = 4  # the first level's maximum length; each level adds curriculum_step
     curriculum_step: int = 2
-    # The output sees only the reads: an LSTM of 100 units can hold a short sequence by itself, and
-    # with that shortcut some seeds took 4x longer to start using the memory (docs/ntm.md).
-    output_from: str = "reads"
-    # Heads start still (mostly keep the previous weighting, shift 0); the trained read heads of the
-    # full preset stay on the first item's row during the input (docs/ntm.md: length-40 errors 12-58
-    # bits per sequence without, 0.1-59 with; what still fails at length 40 is described there).
-    gate_bias: float = -2.0
-    still_bias: float = 2.0
     generalise_lengths: tuple[int, ...] = (40, 60)  # lengths beyond training, evaluated separately
     n_eval_long: int = 200  # sequences per generalisation length
     loop: LoopConfig = field(default_factory=lambda: _loop(2000))
@@ -99,52 +83,46 @@ class CopyConfig(NTMConfig):
 
 @dataclass
 class RepeatCopyConfig(NTMConfig):
-    width: int = 8
+    # The read heads start still (as for copy) and the write head walking (as for recall): on the
+    # paper's range 3 of 5 seeds converged in 1,200 s with it (4 in 2,400 s), 2 of 5 with every head
+    # still (docs/ntm.md).
+    model: NTMSpec = field(default_factory=_spec(gate_bias=-2.0, read_still_bias=2.0, write_walk_bias=2.0))
+    width: int = 8  # bits per vector
     min_len: int = 1
     max_len: int = 10
     min_repeats: int = 1
     max_repeats: int = 10
     curriculum_start: int = 2  # first level: length and repeats up to 2; each level adds 1 to both
-    # The read heads start still (as for copy) and the write head walking (as for recall): on the
-    # paper's range 3 of 5 seeds converged in 1,200 s with it (4 in 2,400 s), 2 of 5 with every head
-    # still (docs/ntm.md).
-    gate_bias: float = -2.0
-    still_bias: float = 0.0
-    read_still_bias: float | None = 2.0
-    write_walk_bias: float = 2.0
     loop: LoopConfig = field(default_factory=lambda: _loop(6000))
 
 
 @dataclass
 class RecallConfig(NTMConfig):
-    width: int = 6
-    item_len: int = 3
+    # The write head starts walking (shift +1 at 0.79): on the paper's 2-6 items 4 of 5 seeds
+    # converged with it, 2 of 4 without; the others kept writing over 2-3 rows (docs/ntm.md).
+    model: NTMSpec = field(default_factory=_spec(write_walk_bias=2.0))
+    width: int = 6  # bits per vector
+    item_len: int = 3  # vectors per item
     min_items: int = 2
     max_items: int = 6
     curriculum_start: int = 2  # first level: 2 items; each level adds one
-    # The write head starts walking (shift +1 at 0.79): on the paper's 2-6 items 4 of 5 seeds
-    # converged with it, 2 of 4 without; the others kept writing over 2-3 rows (docs/ntm.md).
-    write_walk_bias: float = 2.0
     loop: LoopConfig = field(default_factory=lambda: _loop(6000))
 
 
 @dataclass
 class SortConfig(NTMConfig):
-    width: int = 8
-    n_in: int = 20
-    n_out: int = 16
+    # Memory rows that differ from the start (learned, 1e-6 + N(0, 0.5^2)) sort better than the
+    # constant start (docs/ntm.md).
+    model: NTMSpec = field(default_factory=_spec(memory_init="learned", memory_learned_std=0.5))
+    width: int = 8  # bits per vector
+    n_in: int = 20  # vectors in
+    n_out: int = 16  # vectors out, highest priority first
     # No curriculum: its first level (top 3 of 4) is never passed at a 1% bit error, so the model
-    # never sees the task (top 6 of 8 after 6,000 steps: 20.3 wrong bits per sequence with the
-    # curriculum, 13.4 after 2,500 without; docs/ntm.md). ``--set curriculum=true`` turns it on.
+    # never sees the task (docs/ntm.md). ``--set curriculum=true`` turns it on.
     curriculum: bool = False
-    # Memory rows that differ from the start (learned, 1e-6 + N(0, 0.5^2)): top 16 of 20 after 3,000
-    # steps 31.4 and 29.7 wrong bits per sequence (seeds 0, 1) against 42.7 and 41.0 with the
-    # constant start; still far from sorting (docs/ntm.md).
-    memory_init: str = "learned"
-    memory_learned_std: float = 0.5
     # What the curriculum grows: "inputs" sorts 4, 8, ... of the n_in vectors (n_out keeps the
     # ratio); "outputs" keeps all n_in and asks for the top curriculum_start, + curriculum_step, ...
-    curriculum_over: str = "inputs"
+    curriculum_over: Literal["inputs", "outputs"] = "inputs"
     curriculum_start: int = 4
     curriculum_step: int = 4
     loop: LoopConfig = field(default_factory=lambda: _loop(10000))
@@ -187,19 +165,15 @@ def _levels(config: NTMConfig, recipe: str) -> list[NTMTask]:
 # ---- loss, evaluation, pictures ---------------------------------------------------------------
 
 
-def _curriculum(model: nn.Module) -> Curriculum | None:
-    return getattr(getattr(model, "module", model), "curriculum", None)
-
-
 def _loss(model: nn.Module, batch: NTMBatch) -> tuple[Tensor, dict[str, float]]:
     logits = output_phase(model(batch.inputs).logits, batch.targets)
     loss = F.binary_cross_entropy_with_logits(logits, batch.targets)
     wrong = wrong_bits(logits, batch.targets)
-    metrics = {"bits": wrong.mean().item(), "length": float(batch.inputs.shape[1])}
-    curriculum = _curriculum(model)
-    if curriculum is not None:
-        curriculum.update(wrong.sum().item() / batch.targets.numel())
-        metrics["level"] = float(curriculum.level)
+    metrics = {
+        "bits": wrong.mean().item(),
+        "bit_error": wrong.sum().item() / batch.targets.numel(),  # what the curriculum reads
+        "length": float(batch.inputs.shape[1]),
+    }
     return loss, metrics
 
 
@@ -238,9 +212,6 @@ def _evaluate(model: nn.Module, dataset: Dataset) -> dict[str, float]:
     metrics = score(model, dataset.main)
     for name, sequences in dataset.extras.items():
         metrics |= {f"{k}_{name}": v for k, v in score(model, sequences).items() if k in ("bits", "cost")}
-    curriculum = _curriculum(model)
-    if curriculum is not None:
-        metrics["level"] = float(curriculum.level)
     return metrics
 
 
@@ -292,48 +263,23 @@ def _show(model: nn.Module, dataset: Dataset, figures_dir: Path) -> list[Path]:
 def _build(config: NTMConfig, recipe: str) -> Task:
     levels = _levels(config, recipe)
     top = levels[-1]
-    model = NTM(
-        top.input_size,
-        top.output_size,
-        controller=config.controller,
-        controller_size=config.controller_size,
-        n_rows=config.n_rows,
-        n_cols=config.n_cols,
-        n_read_heads=config.n_read_heads,
-        n_write_heads=config.n_write_heads,
-        n_shifts=config.n_shifts,
-        memory_init=config.memory_init,
-        memory_learned_std=config.memory_learned_std,
-        initial_state=config.initial_state,
-        output_from=config.output_from,
-        gate_bias=config.gate_bias,
-        still_bias=config.still_bias,
-        gamma_bias=config.gamma_bias,
-        read_gate_bias=config.read_gate_bias,
-        read_still_bias=config.read_still_bias,
-        write_walk_bias=config.write_walk_bias,
-        forget_bias=config.forget_bias,
-    )
+    model = NTM(top.input_size, top.output_size, config.model)
+    callbacks: list[Curriculum] = []
     if config.curriculum and len(levels) > 1:
-        curriculum = Curriculum(len(levels), threshold=config.curriculum_threshold)
-        model.curriculum = curriculum  # its level is a buffer: saved and resumed with the model
+        curriculum = Curriculum(len(levels), threshold=config.curriculum_threshold, anneal=config.anneal)
+        callbacks.append(curriculum)
 
         def current() -> NTMTask:
-            return levels[int(curriculum.level)]
-
-        def annealed() -> float:
-            return config.anneal if curriculum.mastered else 1.0
+            return levels[curriculum.level]
 
         train_set = TaskDataset(current, TRAIN_SET_SIZE, seed=config.seed)
-        lr_scale: Callable[[], float] | None = annealed
     else:
         train_set = TaskDataset(top, TRAIN_SET_SIZE, seed=config.seed)
-        lr_scale = None  # no curriculum, no mastery to anneal on
     extras = {}
     for length in getattr(config, "generalise_lengths", ()):
         extras[f"len{length}"] = SequenceSet(top, config.n_eval_long, config.eval_seed + length, length=length)
     eval_set = NTMEvalSet(SequenceSet(top, config.n_eval, config.eval_seed), extras)
-    return Task(model, train_set, _loss, eval_set, _evaluate, train_set.collate, _show, lr_scale)
+    return Task(model, train_set, _loss, eval_set, _evaluate, train_set.collate, _show, list(callbacks))
 
 
 def _register(name: str, description: str, config: type[NTMConfig], presets: dict[str, dict[str, Any]]) -> None:
@@ -353,7 +299,7 @@ _register(
         # gate starts at bias 3: length 40 < 1 bit for 5 of 5 seeds, 1 of 5 with PyTorch's init (docs/ntm.md).
         "full": {
             "loop.steps": 3000,
-            "forget_bias": 3.0,
+            "model.forget_bias": 3.0,
             "generalise_lengths": (40, 60, 80, 120),
             "n_eval_long": 1000,
         },
@@ -371,8 +317,8 @@ _register(
             "max_len": 5,
             "max_repeats": 5,
             "n_eval": 200,
-            "still_bias": 2.0,
-            "write_walk_bias": 0.0,
+            "model.still_bias": 2.0,
+            "model.write_walk_bias": 0.0,
         },
         # L, N in 1-10, the write head walking: seeds 1, 3, 4 converged after 4,250-4,850 steps
         # (452-556 CPU-s), seed 0 after 12,150 (1,343 CPU-s), seed 2 not in 23,382 (docs/ntm.md)
@@ -386,7 +332,7 @@ _register(
     {
         # Without the walk: 2-3 items fit even in the rows a still write head overwrites, and seed 0
         # converged (< 0.1 bit per sequence) after 2,900 steps; with it, 0.34 wrong bits after 7,931.
-        "quick": {"loop.steps": 4000, "max_items": 3, "n_eval": 200, "write_walk_bias": 0.0},
+        "quick": {"loop.steps": 4000, "max_items": 3, "n_eval": 200, "model.write_walk_bias": 0.0},
         # 2-6 items, the write head walking: seeds 1-4 converged after 2,350-11,950 steps (193-1,018
         # CPU-s), seed 0 not in 19,162 (docs/ntm.md)
         "full": {"loop.steps": 20000},
@@ -398,6 +344,6 @@ _register(
     SortConfig,
     {
         "quick": {"loop.steps": 1000, "n_in": 8, "n_out": 6, "n_eval": 200},
-        "full": {"loop.steps": 30000, "n_read_heads": 5, "n_write_heads": 5},
+        "full": {"loop.steps": 30000, "model.n_read_heads": 5, "model.n_write_heads": 5},
     },
 )

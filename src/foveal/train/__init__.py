@@ -1,16 +1,27 @@
-"""foveal.train: the one training loop, its checkpoints, and running it under torchrun."""
+"""foveal.train: the one training loop, its contract, its checkpoints, and running it under torchrun.
 
-from foveal.train.checkpoint import CHECKPOINT, load, save_atomic
-from foveal.train.loop import Interrupted, evaluate, seed_everything, to_device, train
-from foveal.train.metrics import METRICS, read_metrics
+This package is the bottom of the upper half: it imports no model, dataset or recipe.
+"""
+
+from foveal.train.callbacks import Curriculum
+from foveal.train.checkpoint import load, save_atomic
+from foveal.train.loop import Interrupted, Trainer, evaluate, seed_everything, to_device, train
+from foveal.train.metrics import read_metrics
 from foveal.train.optim import build_optimizer, build_scheduler, clip_gradients, lr_factor
+from foveal.train.run_dir import RunDir
 from foveal.train.sampler import StepBatchSampler
+from foveal.train.task import Callback, LoopConfig, RunConfig, Task
 
 __all__ = [
-    "CHECKPOINT",
-    "METRICS",
+    "Callback",
+    "Curriculum",
     "Interrupted",
+    "LoopConfig",
+    "RunConfig",
+    "RunDir",
     "StepBatchSampler",
+    "Task",
+    "Trainer",
     "build_optimizer",
     "build_scheduler",
     "clip_gradients",

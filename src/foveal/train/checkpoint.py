@@ -15,8 +15,6 @@ from typing import Any
 import numpy as np
 import torch
 
-CHECKPOINT = "checkpoint.pt"
-
 
 def save_atomic(obj: Any, path: str | Path) -> Path:
     """``torch.save`` to a temp file in the same directory, fsync, then ``os.replace``.

@@ -17,12 +17,13 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader
 
-from foveal.recipes.base import RunConfig, Task
 from foveal.train import checkpoint as ckpt
 from foveal.train import distributed as D
 from foveal.train.metrics import MetricsLog
 from foveal.train.optim import build_optimizer, build_scheduler, clip_gradients
+from foveal.train.run_dir import RunDir
 from foveal.train.sampler import StepBatchSampler
+from foveal.train.task import RunConfig, Task
 
 
 class Interrupted(KeyboardInterrupt):
@@ -54,7 +55,7 @@ def to_device(batch: Any, device: torch.device) -> Any:
 
 
 def evaluate(task: Task, model: nn.Module) -> dict[str, float]:
-    """``task.evaluate`` in eval mode under ``no_grad``, leaving every RNG state as it found it."""
+    """``task.evaluate`` in eval mode under ``no_grad``, plus the callbacks' values; RNG states are left as found."""
     if task.evaluate is None or task.eval_set is None:
         return {}
     state = ckpt.rng_state()
@@ -66,6 +67,8 @@ def evaluate(task: Task, model: nn.Module) -> dict[str, float]:
     finally:
         model.train(was_training)
         ckpt.set_rng_state(state)
+    for callback in task.callbacks:
+        metrics.update(callback.eval_metrics())
     return {k: float(v) for k, v in metrics.items()}
 
 
@@ -90,17 +93,92 @@ def _graceful_stop() -> Iterator[dict[str, bool]]:
             signal.signal(s, h)
 
 
-def train(task: Task, config: RunConfig, run_dir: str | Path, resume: bool = False) -> dict[str, float]:
+class Trainer:
+    """The training step of the loop, on its own: model on the device, optimiser, schedule, callbacks.
+
+    :func:`train` drives one; a benchmark that times a training step calls :meth:`step` so that it
+    measures exactly what the loop runs.
+
+    Example:
+        >>> from torch.utils.data import TensorDataset
+        >>> import torch.nn.functional as F
+        >>> data = TensorDataset(torch.randn(8, 2), torch.randn(8, 1))
+        >>> def loss(model, batch):
+        ...     return F.mse_loss(model(batch[0]), batch[1]), {}
+        >>> trainer = Trainer(Task(nn.Linear(2, 1), data, loss), RunConfig())
+        >>> sorted(trainer.step(data[:4]))
+        ['loss']
+    """
+
+    def __init__(self, task: Task, config: RunConfig, device: torch.device | None = None) -> None:
+        self.task, self.config = task, config
+        self.device = device or torch.device("cpu")
+        self.model = task.model.to(self.device)
+        self.net: nn.Module = self.model  # the DDP wrapper under torchrun (see :meth:`distribute`)
+        self.optimizer = build_optimizer(self.model.parameters(), config.loop)
+        self.scheduler = build_scheduler(self.optimizer, config.loop, self._lr_scale)
+        self.step_count = 0
+
+    def _lr_scale(self) -> float:
+        scale = 1.0
+        for callback in self.task.callbacks:
+            scale *= callback.lr_scale()
+        return scale
+
+    def distribute(self) -> None:
+        """Wrap the model in ``DistributedDataParallel`` (under torchrun, world size > 1)."""
+        ids = [self.device.index] if self.device.type == "cuda" else None
+        self.net = DistributedDataParallel(
+            self.model, device_ids=ids, find_unused_parameters=self.config.loop.ddp_find_unused
+        )
+
+    def step(self, batch: Any) -> dict[str, float]:
+        """One optimiser step on ``batch``: loss, backward, clip, step, callbacks, schedule.
+
+        Returns the step's metrics (``loss`` and what the task's loss and callbacks report).
+        """
+        batch = to_device(batch, self.device)
+        loss, metrics = self.task.loss(self.net, batch)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        clip_gradients(self.model.parameters(), self.config.loop)
+        self.optimizer.step()
+        self.step_count += 1
+        metrics = {"loss": loss.item(), **metrics}
+        for callback in self.task.callbacks:
+            callback.on_step_end(self.step_count, metrics)
+        self.scheduler.step()  # after the callbacks: the next rate sees their new lr_scale
+        return metrics
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "step": self.step_count,
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "callbacks": [callback.state_dict() for callback in self.task.callbacks],
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        for callback, saved in zip(self.task.callbacks, state.get("callbacks", []), strict=False):
+            callback.load_state_dict(saved)
+        self.step_count = state["step"]
+
+
+def train(task: Task, config: RunConfig, run_dir: str | Path | RunDir, resume: bool = False) -> dict[str, float]:
     """Train ``task.model`` for ``config.loop.steps`` optimiser steps and return the final metrics.
 
-    Writes ``RUN/metrics.jsonl``, ``RUN/checkpoint.pt`` (every ``loop.ckpt_every`` steps, at the
-    end, and on Ctrl-C) and TensorBoard events when tensorboard is installed. With
-    ``resume=True`` it continues from ``RUN/checkpoint.pt`` and ends exactly where an
-    uninterrupted run with the same config ends. Under ``torchrun`` it runs data-parallel
-    (``loop.batch_size`` is the global batch) and only rank 0 writes.
+    Writes the run directory's metrics, checkpoint (every ``loop.ckpt_every`` steps, at the end,
+    and on Ctrl-C) and TensorBoard events when tensorboard is installed (see :class:`RunDir`).
+    With ``resume=True`` it continues from the checkpoint and ends exactly where an uninterrupted
+    run with the same config ends. Under ``torchrun`` it runs data-parallel (``loop.batch_size`` is
+    the global batch) and only rank 0 writes.
 
     Args:
-        task: what the recipe built (model, data, loss, evaluation).
+        task: what the recipe built (model, data, loss, evaluation, callbacks).
         config: the resolved config (``seed``, ``threads``, ``loop``).
         run_dir: the run directory.
         resume: continue from the run directory's checkpoint.
@@ -112,38 +190,32 @@ def train(task: Task, config: RunConfig, run_dir: str | Path, resume: bool = Fal
     device = D.pick_device(config.loop.device)
     created = D.setup(device)
     try:
-        return _train(task, config, Path(run_dir), resume, device)
+        return _train(task, config, RunDir(run_dir), resume, device)
     finally:
         if created:
             dist.destroy_process_group()
 
 
-def _train(task: Task, config: RunConfig, run_dir: Path, resume: bool, device: torch.device) -> dict[str, float]:
+def _train(task: Task, config: RunConfig, run: RunDir, resume: bool, device: torch.device) -> dict[str, float]:
     loop = config.loop
     rank, world_size = D.world()
     main = rank == 0
-    path = run_dir / ckpt.CHECKPOINT
-    model = task.model.to(device)
-    optimizer = build_optimizer(model.parameters(), loop)
-    scheduler = build_scheduler(optimizer, loop, task.lr_scale)
-    step = 0
+    trainer = Trainer(task, config, device)
+    model = trainer.model
     window: dict[str, Any] = {"count": 0, "sums": {}}
     rng: dict[str, Any] | None = None
     if resume:
-        if not path.is_file():
-            raise ValueError(f"nothing to resume: {path} does not exist")
-        state = ckpt.load(path, map_location=device)
-        model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        scheduler.load_state_dict(state["scheduler"])
-        step, window = state["step"], state["window"]
+        if not run.checkpoint.is_file():
+            raise ValueError(f"nothing to resume: {run.checkpoint} does not exist")
+        state = ckpt.load(run.checkpoint, map_location=device)
+        trainer.load_state_dict(state)
+        window = state["window"]
         if len(state["rng"]) == world_size:
             rng = state["rng"][rank]
+    step = trainer.step_count
 
-    net: nn.Module = model
     if world_size > 1:
-        ids = [device.index] if device.type == "cuda" else None
-        net = DistributedDataParallel(model, device_ids=ids, find_unused_parameters=loop.ddp_find_unused)
+        trainer.distribute()
     sampler = StepBatchSampler(len(task.train_set), loop.batch_size, config.seed, step, rank, world_size)
     # The loader's own generator keeps it from drawing on the global RNG when its iterator starts.
     loader = DataLoader(
@@ -153,21 +225,13 @@ def _train(task: Task, config: RunConfig, run_dir: Path, resume: bool, device: t
         generator=torch.Generator().manual_seed(config.seed),
     )
     batches = iter(loader)
-    log = MetricsLog(run_dir, loop.steps, step, enabled=main)
+    log = MetricsLog(run, loop.steps, step, enabled=main)
 
-    def save(at: int) -> None:
+    def save() -> None:
         rngs = D.gather(ckpt.rng_state())
         if main:
-            state = {
-                "step": at,
-                "model": model.state_dict(),
-                "optimizer": optimizer.state_dict(),
-                "scheduler": scheduler.state_dict(),
-                "rng": rngs,
-                "window": window,
-                "world_size": world_size,
-            }
-            ckpt.save_atomic(state, path)
+            state = {**trainer.state_dict(), "rng": rngs, "window": window, "world_size": world_size}
+            ckpt.save_atomic(state, run.checkpoint)
         D.barrier()
 
     def run_eval(at: int) -> dict[str, float]:
@@ -182,7 +246,7 @@ def _train(task: Task, config: RunConfig, run_dir: Path, resume: bool, device: t
             return {}
         means = {k: v / window["count"] for k, v in window["sums"].items()}
         means = D.all_mean(means)
-        means["lr"] = scheduler.get_last_lr()[0]
+        means["lr"] = trainer.scheduler.get_last_lr()[0]
         log.event(at, "train", means)
         window["count"], window["sums"] = 0, {}
         return means
@@ -196,16 +260,10 @@ def _train(task: Task, config: RunConfig, run_dir: Path, resume: bool, device: t
     try:
         with _graceful_stop() as stop:
             while step < loop.steps:
-                batch = to_device(next(batches), device)
-                loss, metrics = task.loss(net, batch)
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                clip_gradients(model.parameters(), loop)
-                optimizer.step()
-                scheduler.step()
-                step += 1
+                metrics = trainer.step(next(batches))
+                step = trainer.step_count
                 window["count"] += 1
-                for k, v in {"loss": loss.item(), **metrics}.items():
+                for k, v in metrics.items():
                     window["sums"][k] = window["sums"].get(k, 0.0) + float(v)
                 log.advance()
                 if loop.log_every and step % loop.log_every == 0:
@@ -213,13 +271,13 @@ def _train(task: Task, config: RunConfig, run_dir: Path, resume: bool, device: t
                 if loop.eval_every and step % loop.eval_every == 0 and step < loop.steps:
                     run_eval(step)
                 if loop.ckpt_every and step % loop.ckpt_every == 0 and step < loop.steps:
-                    save(step)
+                    save()
                 if D.any_rank(stop["stop"]) if world_size > 1 else stop["stop"]:
-                    save(step)
-                    raise Interrupted(step, path)
+                    save()
+                    raise Interrupted(step, run.checkpoint)
         last_train = flush_window(step) or last_train
         final = run_eval(step)
-        save(step)
+        save()
     finally:
         log.close()
     return final or last_train

@@ -10,12 +10,12 @@ from typing import Any
 
 from tqdm import tqdm
 
-METRICS = "metrics.jsonl"
+from foveal.train.run_dir import RunDir
 
 
 def read_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
     """Every event in ``RUN/metrics.jsonl`` (an empty list if there is none)."""
-    path = Path(run_dir) / METRICS
+    path = RunDir(run_dir).metrics
     if not path.is_file():
         return []
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
@@ -32,23 +32,24 @@ class MetricsLog:
     ``metrics.jsonl``; ``time`` is seconds since the run (or the resumed part) started.
     """
 
-    def __init__(self, run_dir: Path, total_steps: int, start_step: int, enabled: bool = True) -> None:
+    def __init__(self, run: RunDir | str | Path, total_steps: int, start_step: int, enabled: bool = True) -> None:
+        run = RunDir(run)
         self.enabled = enabled
         self.start = time.monotonic()
-        self.path = run_dir / METRICS
+        self.path = run.metrics
         self.tty = sys.stderr.isatty()
         self.bar: tqdm | None = None
         self.writer: Any = None
         if not enabled:
             return
-        run_dir.mkdir(parents=True, exist_ok=True)
+        run.path.mkdir(parents=True, exist_ok=True)
         self._truncate_after(start_step)
         if self.tty:
             self.bar = tqdm(total=total_steps, initial=start_step, dynamic_ncols=True, unit="step")
         try:  # TensorBoard is an optional extra
             from torch.utils.tensorboard import SummaryWriter
 
-            self.writer = SummaryWriter(str(run_dir / "tensorboard"), purge_step=start_step or None)
+            self.writer = SummaryWriter(str(run.tensorboard), purge_step=start_step or None)
         except ImportError:
             self.writer = None
 

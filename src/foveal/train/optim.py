@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable
 import torch
 from torch import nn
 
-from foveal.recipes.base import LoopConfig
+from foveal.train.task import LoopConfig
 
 
 def build_optimizer(params: Iterable[nn.Parameter], loop: LoopConfig) -> torch.optim.Optimizer:

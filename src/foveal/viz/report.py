@@ -8,19 +8,20 @@ import json
 from pathlib import Path
 from typing import Any
 
-REPORT = "report.html"
+from foveal.train.run_dir import RunDir
+
 IMAGE_TYPES = {".png": "image/png", ".gif": "image/gif", ".jpg": "image/jpeg", ".jpeg": "image/jpeg"}
 
 
 def _events(run_dir: Path) -> list[dict[str, Any]]:
-    path = run_dir / "metrics.jsonl"
+    path = RunDir(run_dir).metrics
     if not path.is_file():
         return []
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def _final_metrics(run_dir: Path, events: list[dict[str, Any]]) -> dict[str, Any]:
-    path = run_dir / "eval.json"
+    path = RunDir(run_dir).eval
     if path.is_file():
         return json.loads(path.read_text())
     evals = [e for e in events if e.get("split") == "eval"]
@@ -84,7 +85,8 @@ def _flat(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 def write_report(run_dir: str | Path) -> Path:
     """Write ``RUN/report.html`` (images embedded, so the page can be moved or mailed) and return its path."""
     run_dir = Path(run_dir)
-    record = json.loads((run_dir / "config.json").read_text()) if (run_dir / "config.json").is_file() else {}
+    run = RunDir(run_dir)
+    record = json.loads(run.config.read_text()) if run.config.is_file() else {}
     events = _events(run_dir)
     title = f"{record.get('recipe', run_dir.name)} ({record.get('preset') or 'default'})"
     parts = [
@@ -99,15 +101,15 @@ def write_report(run_dir: str | Path) -> Path:
     metrics = _final_metrics(run_dir, events)
     if metrics:
         parts += ["<h2>Final metrics</h2>", _table(metrics)]
-    curve = plot_curves(events, run_dir / "loss.png")
+    curve = plot_curves(events, run.loss_curve)
     if curve is not None:
         parts += ["<h2>Loss</h2>", _img(curve)]
-    figures = sorted(p for p in (run_dir / "figures").glob("**/*") if p.suffix.lower() in IMAGE_TYPES)
+    figures = sorted(p for p in run.figures.glob("**/*") if p.suffix.lower() in IMAGE_TYPES)
     if figures:
         parts += ["<h2>Figures</h2>", *(_img(p) for p in figures)]
     if record:
         parts += ["<h2>Config</h2>", _table(_flat(record.get("config", {})))]
     parts.append("</body></html>\n")
-    path = run_dir / REPORT
+    path = run.report
     path.write_text("\n".join(parts))
     return path

@@ -1,0 +1,80 @@
+"""Model specs: one dataclass of a model's options, with each option's default and one-line doc.
+
+A model takes its spec (``NTM(8, 8, spec)``) or single options (``NTM(8, 8, n_rows=64)``), and a
+recipe's config nests the spec (``--set model.n_rows=64``). The doc of a field is the comment on
+its line (or the comment lines just above it), read from the source by :func:`field_docs`, so
+``foveal config RECIPE`` prints the same words a reader sees in the code.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import inspect
+import re
+from functools import cache
+from typing import Any, TypeVar
+
+S = TypeVar("S")
+
+
+def resolve_spec(spec_type: type[S], spec: S | None, options: dict[str, Any]) -> S:
+    """``spec`` (or the defaults) with ``options`` replacing single fields.
+
+    Example:
+        >>> @dataclasses.dataclass
+        ... class Spec:
+        ...     size: int = 4
+        ...     depth: int = 2
+        >>> resolve_spec(Spec, None, {"depth": 3})
+        Spec(size=4, depth=3)
+        >>> resolve_spec(Spec, Spec(size=8), {"dpth": 3})
+        Traceback (most recent call last):
+        ...
+        ValueError: unknown option 'dpth' of Spec; did you mean 'depth'? options: size, depth
+    """
+    base = spec_type() if spec is None else spec
+    if not isinstance(base, spec_type):
+        raise ValueError(f"spec must be a {spec_type.__name__}, got {type(base).__name__}")
+    names = [f.name for f in dataclasses.fields(spec_type)]  # type: ignore[arg-type]
+    for key in options:
+        if key not in names:
+            close = difflib.get_close_matches(key, names, n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise ValueError(f"unknown option {key!r} of {spec_type.__name__}; {hint}options: {', '.join(names)}")
+    return dataclasses.replace(base, **options) if options else base  # type: ignore[type-var]
+
+
+_FIELD = re.compile(r"^\s*(\w+)\s*:[^#]*?(?:#\s*(.*))?$")
+
+
+@cache
+def field_docs(cls: type) -> dict[str, str]:
+    """``{field name: doc}`` of a dataclass and its bases, from the comments in their source.
+
+    Example:
+        >>> from foveal.train import LoopConfig
+        >>> field_docs(LoopConfig)["clip_norm"]
+        'clip the global gradient norm'
+    """
+    docs: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        if not dataclasses.is_dataclass(klass):
+            continue
+        try:
+            lines = inspect.getsource(klass).splitlines()
+        except (OSError, TypeError):
+            continue
+        above: list[str] = []
+        for line in lines[1:]:
+            stripped = line.strip()
+            if stripped.startswith("#"):
+                above.append(stripped.lstrip("#").strip())
+                continue
+            match = _FIELD.match(line)
+            if match and match.group(1) in klass.__dataclass_fields__:
+                doc = match.group(2) or " ".join(above)
+                if doc:
+                    docs[match.group(1)] = doc
+            above = []
+    return docs
