@@ -9,7 +9,16 @@ import pytest
 from foveal.cli import main
 from foveal.registry import FIGURES
 
-QUICK = ["--set", "loop.steps=30", "--set", "loop.eval_every=0", "--set", "loop.ckpt_every=10", "--set", "hidden=8"]
+QUICK = [
+    "--set",
+    "loop.steps=30",
+    "--set",
+    "loop.eval_every=0",
+    "--set",
+    "loop.ckpt_every=10",
+    "--set",
+    "model.hidden=8",
+]
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +38,7 @@ def test_list_names_recipes_with_presets(capsys):
 def test_train_saves_the_resolved_config(run_dir):
     record = json.loads((run_dir / "config.json").read_text())
     assert (record["recipe"], record["preset"]) == ("toy", "quick")
-    assert record["config"]["seed"] == 3 and record["config"]["hidden"] == 8
+    assert record["config"]["seed"] == 3 and record["config"]["model"]["hidden"] == 8
     assert record["config"]["loop"]["steps"] == 30
     assert (run_dir / "checkpoint.pt").is_file() and (run_dir / "metrics.jsonl").is_file()
 
@@ -60,7 +69,7 @@ def test_show_run_and_named_figure(run_dir, tmp_path, monkeypatch, capsys):
 
 def test_resume_continues_and_refuses_a_changed_config(run_dir, capsys):
     resume = ["train", "toy", "--out", str(run_dir), "--resume"]
-    assert main([*resume, "--set", "hidden=9"]) == 2
+    assert main([*resume, "--set", "model.hidden=9"]) == 2
     assert "only loop.ckpt_every, loop.eval_every" in capsys.readouterr().err
     assert main([*resume, "--preset", "full"]) == 2
     assert "was trained with preset 'quick', not 'full'" in capsys.readouterr().err
@@ -68,7 +77,11 @@ def test_resume_continues_and_refuses_a_changed_config(run_dir, capsys):
     assert "already holds a run" in capsys.readouterr().err
     assert main([*resume, "--set", "loop.steps=40"]) == 0  # the saved config, extended
     record = json.loads((run_dir / "config.json").read_text())
-    assert (record["preset"], record["config"]["loop"]["steps"], record["config"]["hidden"]) == ("quick", 40, 8)
+    assert (record["preset"], record["config"]["loop"]["steps"], record["config"]["model"]["hidden"]) == (
+        "quick",
+        40,
+        8,
+    )
 
 
 def test_demo_pipeline_writes_a_report(tmp_path, capsys):
@@ -119,3 +132,17 @@ def test_eval_threads_flag_sets_torch_threads(run_dir, capsys, monkeypatch):
     assert main(["eval", str(run_dir), "--threads", "2"]) == 0
     assert main(["show", str(run_dir), "--threads", "3"]) == 0
     assert seen == [2, 3]
+
+
+def test_config_lists_every_key_with_its_value_and_doc(capsys):
+    assert main(["config", "ntm-copy", "--preset", "quick", "--set", "model.n_rows=64"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    rows = {line.split(" = ")[0]: line for line in lines[1:]}
+    assert rows["model.n_rows"].startswith("model.n_rows = 64 ") and "memory locations" in rows["model.n_rows"]
+    assert "loop.steps = 1200 " in rows["loop.steps"]  # the preset's value
+    assert {"seed", "loop.lr", "model.controller", "curriculum"} <= rows.keys()
+
+
+def test_config_refuses_an_unknown_key(capsys):
+    assert main(["config", "toy", "--set", "model.hiden=3"]) == 2
+    assert "did you mean 'model.hidden'" in capsys.readouterr().err

@@ -15,8 +15,9 @@ from pathlib import Path
 
 EPILOG = """examples:
   foveal list
+  foveal config toy --preset quick                # every key of the recipe, its value and doc
   foveal train toy --preset quick                 # writes runs/toy-quick/
-  foveal train toy --preset quick --set loop.lr=3e-3 --set hidden=32 --out runs/toy-small
+  foveal train toy --preset quick --set loop.lr=3e-3 --set model.hidden=32 --out runs/toy-small
   foveal train toy --preset quick --resume        # continue runs/toy-quick/ exactly
   foveal eval runs/toy-quick                      # prints metrics, writes runs/toy-quick/eval.json
   foveal show runs/toy-quick                      # figures into runs/toy-quick/figures/
@@ -40,7 +41,8 @@ def _parser() -> argparse.ArgumentParser:
         "train",
         help="train a recipe",
         description="Train RECIPE. Config precedence, lowest first: the recipe's defaults, --preset, "
-        "--config FILE, --set key=value, --seed/--threads. The resolved config is saved as RUN/config.json.",
+        "--config FILE, --set key=value, --seed/--threads. The resolved config is saved as RUN/config.json. "
+        "`foveal config RECIPE` lists every key with its default and doc.",
     )
     t.add_argument("recipe", help="a recipe name (see `foveal list`)")
     t.add_argument("--preset", help="a named preset of the recipe, e.g. quick or full (default: the recipe's defaults)")
@@ -58,6 +60,16 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--overwrite", action="store_true", help="start afresh even if the run directory holds a run")
     t.add_argument("--seed", type=int, help="random seed (overrides the config)")
     t.add_argument("--threads", type=int, help="torch intra-op threads (overrides the config)")
+
+    c = sub.add_parser(
+        "config",
+        help="every config key of a recipe with its value, type and doc",
+        description="Print every key of RECIPE's config (after --preset and --set) with its value, type and doc: "
+        "the keys `foveal train RECIPE --set KEY=VALUE` takes.",
+    )
+    c.add_argument("recipe", help="a recipe name (see `foveal list`)")
+    c.add_argument("--preset", help="show the values of this preset")
+    c.add_argument("--set", dest="sets", action="append", metavar="KEY=VALUE", default=[], help="override a key")
 
     e = sub.add_parser("eval", help="evaluate a trained run: print JSON metrics, write RUN/eval.json")
     e.add_argument("run", help="a run directory")
@@ -108,7 +120,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     from foveal.recipes.config import parse_sets
     from foveal.runs import start_run
 
-    run_dir, metrics = start_run(
+    run, metrics = start_run(
         args.recipe,
         args.preset,
         args.config,
@@ -120,7 +132,17 @@ def cmd_train(args: argparse.Namespace) -> int:
         overwrite=args.overwrite,
     )
     _out(json.dumps(metrics))
-    _out(f"run: {run_dir}")
+    _out(f"run: {run.dir}")
+    return 0
+
+
+def cmd_config(args: argparse.Namespace) -> int:
+    from foveal.recipes.config import format_config, parse_sets, resolve_config
+    from foveal.runs import get_recipe
+
+    recipe = get_recipe(args.recipe)
+    print(f"{recipe.name}: {recipe.description}")
+    print(format_config(resolve_config(recipe, args.preset, sets=parse_sets(args.sets))))
     return 0
 
 
@@ -192,6 +214,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 COMMANDS = {
     "list": cmd_list,
     "train": cmd_train,
+    "config": cmd_config,
     "eval": cmd_eval,
     "show": cmd_show,
     "demo": cmd_demo,

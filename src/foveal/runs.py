@@ -51,6 +51,9 @@ class Run:
     config: RunConfig
     task: Task
 
+    def __fspath__(self) -> str:
+        return str(self.dir)
+
 
 def _diff(saved: dict[str, Any], new: dict[str, Any], prefix: str = "") -> list[str]:
     keys = []
@@ -125,27 +128,12 @@ def start_run(
     out: str | Path | None = None,
     resume: bool = False,
     overwrite: bool = False,
-) -> tuple[Path, dict[str, float]]:
-    """Resolve and save the config, build the task, train; returns ``(run_dir, final metrics)``.
-
-    See :func:`prepare_run` for what a resumed run may change.
-    """
-    run, metrics = train_run(recipe_name, preset, config_file, sets, seed, threads, out, resume, overwrite)
-    return run.dir, metrics
-
-
-def train_run(
-    recipe_name: str,
-    preset: str | None = None,
-    config_file: str | Path | None = None,
-    sets: dict[str, Any] | None = None,
-    seed: int | None = None,
-    threads: int | None = None,
-    out: str | Path | None = None,
-    resume: bool = False,
-    overwrite: bool = False,
 ) -> tuple[Run, dict[str, float]]:
-    """:func:`start_run`, returning the trained :class:`Run` (task and model in memory) and the final metrics."""
+    """Resolve and save the config, build the task, train: the one way a run is trained.
+
+    Returns the trained :class:`Run` (task and model in memory) and the final metrics. See
+    :func:`prepare_run` for what a resumed run may change.
+    """
     run_dir, recipe, preset, config = prepare_run(
         recipe_name, preset, config_file, sets, seed, threads, out, resume, overwrite
     )
@@ -214,7 +202,7 @@ def run_pipeline(
     from foveal.viz.report import write_report
 
     start = time.monotonic()
-    run, metrics = train_run(recipe, preset, sets=sets, seed=seed, threads=threads, out=out, overwrite=True)
+    run, metrics = start_run(recipe, preset, sets=sets, seed=seed, threads=threads, out=out, overwrite=True)
     # The loop's final evaluation is of this very model: keep it rather than evaluate again.
     if run.task.evaluate is not None and run.task.eval_set is not None:
         RunDir(run.dir).eval.write_text(json.dumps(metrics, indent=2) + "\n")

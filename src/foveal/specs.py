@@ -53,7 +53,7 @@ def field_docs(cls: type) -> dict[str, str]:
     """``{field name: doc}`` of a dataclass and its bases, from the comments in their source.
 
     Example:
-        >>> from foveal.train import LoopConfig
+        >>> from foveal.train import LoopConfig  # (the example only: specs.py imports nothing of foveal)
         >>> field_docs(LoopConfig)["clip_norm"]
         'clip the global gradient norm'
     """

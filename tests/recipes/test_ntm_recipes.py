@@ -55,7 +55,8 @@ def test_copy_train_eval_show_through_the_cli_functions(tmp_path):
     from foveal.runs import show_run
 
     sets = {**TINY, "loop.steps": "3", "generalise_lengths": "12", "n_eval_long": "2", "loop.log_every": "1"}
-    run_dir, metrics = start_run("ntm-copy", "quick", None, sets, 0, 1, tmp_path / "run")
+    run, metrics = start_run("ntm-copy", "quick", None, sets, 0, 1, tmp_path / "run")
+    run_dir = run.dir
     assert {"bits", "bits_len12", "cost_len12"} <= metrics.keys()
     paths = show_run(run_dir)
     assert {p.name for p in paths} == {"ntm-example.png", "ntm-len12.png"}

@@ -16,7 +16,13 @@ from foveal.runs import get_recipe, start_run
 from foveal.train import Interrupted, RunDir, load, read_metrics, seed_everything, train
 
 # Small and quick; dropout stays on so that restoring the RNG state matters.
-SETS = {"loop.steps": "60", "loop.log_every": "7", "loop.eval_every": "25", "loop.ckpt_every": "20", "hidden": "16"}
+SETS = {
+    "loop.steps": "60",
+    "loop.log_every": "7",
+    "loop.eval_every": "25",
+    "loop.ckpt_every": "20",
+    "model.hidden": "16",
+}
 
 
 def _toy(sets=SETS):
@@ -89,7 +95,7 @@ def test_ctrl_c_writes_a_checkpoint_and_resume_is_exact(reference, tmp_path):
 def test_sigkill_then_resume_ends_like_an_uninterrupted_run(tmp_path):
     # Long enough that the kill lands well before the end, and (usually) after a log event that
     # follows the last checkpoint, so the resumed run must also drop stale metrics.
-    sets = ["loop.steps=800", "loop.ckpt_every=50", "loop.log_every=10", "loop.eval_every=0", "hidden=16"]
+    sets = ["loop.steps=800", "loop.ckpt_every=50", "loop.log_every=10", "loop.eval_every=0", "model.hidden=16"]
     killed, whole = tmp_path / "killed", tmp_path / "whole"
     cmd = [sys.executable, "-m", "foveal", "train", "toy", "--out", str(killed)]
     cmd += [arg for s in sets for arg in ("--set", s)]
@@ -118,7 +124,14 @@ def test_sigkill_then_resume_ends_like_an_uninterrupted_run(tmp_path):
 
 
 def test_two_processes_equal_one_on_the_same_global_batch(tmp_path):
-    sets = ["loop.steps=6", "loop.batch_size=64", "dropout=0", "loop.log_every=3", "loop.ckpt_every=0", "hidden=16"]
+    sets = [
+        "loop.steps=6",
+        "loop.batch_size=64",
+        "model.dropout=0",
+        "loop.log_every=3",
+        "loop.ckpt_every=0",
+        "model.hidden=16",
+    ]
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--nnodes=1"]
     cmd += ["--master_addr=127.0.0.1", f"--master_port={_free_port()}", "-m", "foveal", "train", "toy"]
     cmd += ["--out", str(tmp_path / "two")] + [arg for s in sets for arg in ("--set", s)]

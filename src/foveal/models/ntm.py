@@ -46,19 +46,18 @@ class NTMOutput(NamedTuple):
 class NTMSpec:
     """The options of :class:`NTM`, each with its default."""
 
-    controller: Literal["lstm", "feedforward"] = "lstm"  # "lstm" (an LSTM cell) or "feedforward" (one tanh layer)
+    controller: Literal["lstm", "feedforward"] = "lstm"  # an LSTM cell, or one tanh layer
     controller_size: int = 100  # hidden size of the controller (100 in the paper's copy experiment)
     n_rows: int = 128  # R, memory locations (128 in the paper)
     n_cols: int = 20  # C, width of a location (20 in the paper)
-    n_read_heads: int = 1
-    n_write_heads: int = 1
+    n_read_heads: int = 1  # heads that read memory (at least one)
+    n_write_heads: int = 1  # heads that erase and add (zero or more)
     n_shifts: int = 3  # allowed shifts -k..k (3: -1, 0, +1)
     memory_init: Literal["constant", "learned", "random"] = "constant"  # see foveal.memory.MemoryInit
     memory_value: float = 1e-6  # the constant (and learned initial) memory value
     memory_learned_std: float = 0.0  # noise added once to the learned initial memory: rows that differ
-    initial_state: Literal["learned", "constant"] = "learned"  # "learned" bias vectors or a "constant" starting state
-    # "both": the output layer sees [h_t, r_t]; "reads": only r_t, which leaves the controller no
-    # way to pass inputs to the output except through memory
+    initial_state: Literal["learned", "constant"] = "learned"  # learned bias vectors, or a fixed starting state
+    # the output layer sees [h_t, r_t] ("both") or r_t only ("reads": inputs reach the output only through memory)
     output_from: Literal["both", "reads"] = "both"
     eps: float = 1e-8  # guard of the cosine similarity and the sharpening
     gate_bias: float = 0.0  # initial interpolation-gate logit bias; negative keeps the previous weighting

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from foveal.recipes.base import Recipe, RunConfig
+from foveal.specs import field_docs
 from foveal.train.run_dir import RunDir
 
 
@@ -238,20 +239,20 @@ def resolve_config(
 ) -> RunConfig:
     """Build a recipe's config from its layers, lowest priority first.
 
-    Args:
-        recipe: the recipe whose config dataclass gives the defaults.
-        preset: a name in ``recipe.presets`` (None: the defaults alone).
-        config_file: a ``.toml``/``.json`` file of overrides.
-        sets: ``{dotted key: value}`` from ``--set`` (strings are parsed to the field's type).
-        seed: ``--seed``, applied last.
-        threads: ``--threads``, applied last.
+        Args:
+            recipe: the recipe whose config dataclass gives the defaults.
+            preset: a name in ``recipe.presets`` (None: the defaults alone).
+            config_file: a ``.toml``/``.json`` file of overrides.
+            sets: ``{dotted key: value}`` from ``--set`` (strings are parsed to the field's type).
+            seed: ``--seed``, applied last.
+            threads: ``--threads``, applied last.
 
-    Example:
-        >>> from foveal.recipes.base import Recipe, RunConfig
-        >>> r = Recipe("r", "demo", RunConfig, build=None, presets={"quick": {"loop.steps": 5}})
-        >>> c = resolve_config(r, "quick", sets={"loop.lr": "0.1"}, seed=7)
-        >>> c.loop.steps, c.loop.lr, c.seed
-        (5, 0.1, 7)
+        Example:
+            >>> from foveal.recipes.base import Recipe, RunConfig
+            >>> r = Recipe("r", "demo", RunConfig, build=None, presets={"quick": {"loop.steps": 5}})
+            >>> c = resolve_config(r, "quick", sets={"loop.lr": "0.1"}, seed=7)
+            >>> c.loop.steps, c.loop.lr, c.seed
+            (5, 0.1, 7)
     """
     config = recipe.config()
     if preset is not None:
@@ -284,6 +285,39 @@ def validate(config: RunConfig) -> None:
         raise ValueError("loop.schedule=step needs loop.step_size >= 1")
     if config.threads < 1:
         raise ValueError(f"bad value for threads: {config.threads}; expected an int >= 1")
+
+
+def describe_config(config: Any, prefix: str = "") -> list[tuple[str, str, Any, str]]:
+    """Every leaf key of a config as ``(dotted key, type, value, doc)``; docs come from the source comments.
+
+    Example:
+        >>> from foveal.recipes.base import RunConfig
+        >>> key, type_name, value, doc = describe_config(RunConfig())[0]
+        >>> key, type_name, value
+        ('seed', 'int', 0)
+    """
+    hints = typing.get_type_hints(type(config))
+    docs = field_docs(type(config))
+    rows: list[tuple[str, str, Any, str]] = []
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        if dataclasses.is_dataclass(value):
+            rows += describe_config(value, f"{prefix}{f.name}.")
+        else:
+            rows.append((f"{prefix}{f.name}", _type_name(hints[f.name]), value, docs.get(f.name, "")))
+    return rows
+
+
+def format_config(config: RunConfig) -> str:
+    """:func:`describe_config` as aligned text: ``key = value  (type)  doc``, one key a line."""
+    rows = [
+        (key, json.dumps(value) if not isinstance(value, str) else value, tp, doc)
+        for key, tp, value, doc in describe_config(config)
+    ]
+    width = max(len(f"{key} = {value}") for key, value, _, _ in rows)
+    return "\n".join(
+        f"{f'{key} = {value}':<{width}}  ({tp}){f'  {doc}' if doc else ''}" for key, value, tp, doc in rows
+    )
 
 
 def config_to_dict(config: RunConfig) -> dict[str, Any]:

@@ -55,11 +55,11 @@ class NTMConfig(RunConfig):
     """The model, curriculum and evaluation settings shared by every NTM recipe."""
 
     model: NTMSpec = field(default_factory=NTMSpec)
-    curriculum: bool = True
+    curriculum: bool = True  # start on short sequences and lengthen them as they are mastered
     curriculum_threshold: float = 0.01  # raise the level when the running bit error rate is below this
-    # Multiply the learning rate by this once the last level is mastered: at a constant 3e-3, copy
-    # converged and then collapsed (0.003 -> 40 wrong bits per sequence within 200 steps, seed 0).
-    anneal: float = 0.1
+    # At a constant 3e-3, copy converged and then collapsed (0.003 -> 40 wrong bits per sequence
+    # within 200 steps, seed 0), hence the lower rate once the last level is mastered.
+    anneal: float = 0.1  # learning-rate multiplier once the last curriculum level is mastered
     n_eval: int = 1000  # sequences in the evaluation set (the task's full range)
     eval_seed: int = 12345  # the evaluation set does not change with the training seed
 
@@ -72,10 +72,10 @@ class CopyConfig(NTMConfig):
     # item's row during the input (docs/ntm.md).
     model: NTMSpec = field(default_factory=_spec(output_from="reads", gate_bias=-2.0, still_bias=2.0))
     width: int = 8  # bits per vector
-    min_len: int = 1
-    max_len: int = 20
+    min_len: int = 1  # shortest training sequence
+    max_len: int = 20  # longest training sequence
     curriculum_start: int = 4  # the first level's maximum length; each level adds curriculum_step
-    curriculum_step: int = 2
+    curriculum_step: int = 2  # what each level adds to the maximum length
     generalise_lengths: tuple[int, ...] = (40, 60)  # lengths beyond training, evaluated separately
     n_eval_long: int = 200  # sequences per generalisation length
     loop: LoopConfig = field(default_factory=lambda: _loop(2000))
@@ -88,10 +88,10 @@ class RepeatCopyConfig(NTMConfig):
     # still (docs/ntm.md).
     model: NTMSpec = field(default_factory=_spec(gate_bias=-2.0, read_still_bias=2.0, write_walk_bias=2.0))
     width: int = 8  # bits per vector
-    min_len: int = 1
-    max_len: int = 10
+    min_len: int = 1  # shortest sequence to repeat
+    max_len: int = 10  # longest sequence to repeat
     min_repeats: int = 1
-    max_repeats: int = 10
+    max_repeats: int = 10  # most repeats asked for
     curriculum_start: int = 2  # first level: length and repeats up to 2; each level adds 1 to both
     loop: LoopConfig = field(default_factory=lambda: _loop(6000))
 
@@ -103,8 +103,8 @@ class RecallConfig(NTMConfig):
     model: NTMSpec = field(default_factory=_spec(write_walk_bias=2.0))
     width: int = 6  # bits per vector
     item_len: int = 3  # vectors per item
-    min_items: int = 2
-    max_items: int = 6
+    min_items: int = 2  # fewest items before the query
+    max_items: int = 6  # most items before the query
     curriculum_start: int = 2  # first level: 2 items; each level adds one
     loop: LoopConfig = field(default_factory=lambda: _loop(6000))
 
@@ -123,8 +123,8 @@ class SortConfig(NTMConfig):
     # What the curriculum grows: "inputs" sorts 4, 8, ... of the n_in vectors (n_out keeps the
     # ratio); "outputs" keeps all n_in and asks for the top curriculum_start, + curriculum_step, ...
     curriculum_over: Literal["inputs", "outputs"] = "inputs"
-    curriculum_start: int = 4
-    curriculum_step: int = 4
+    curriculum_start: int = 4  # the first level's size
+    curriculum_step: int = 4  # what each level adds
     loop: LoopConfig = field(default_factory=lambda: _loop(10000))
 
 

@@ -16,13 +16,32 @@ from foveal.registry import RECIPES
 
 
 @dataclass
+class MLPSpec:
+    """The options of :func:`mlp`."""
+
+    hidden: int = 64  # units in each of the two hidden layers
+    dropout: float = 0.1  # after the first hidden layer
+
+
+def mlp(in_features: int, classes: int, spec: MLPSpec) -> nn.Sequential:
+    """Two ReLU layers of ``spec.hidden`` units and a linear classifier."""
+    return nn.Sequential(
+        nn.Linear(in_features, spec.hidden),
+        nn.ReLU(),
+        nn.Dropout(spec.dropout),
+        nn.Linear(spec.hidden, spec.hidden),
+        nn.ReLU(),
+        nn.Linear(spec.hidden, classes),
+    )
+
+
+@dataclass
 class ToyConfig(RunConfig):
-    n_train: int = 2048
-    n_eval: int = 512
-    classes: int = 3
-    noise: float = 0.15
-    hidden: int = 64
-    dropout: float = 0.1
+    model: MLPSpec = field(default_factory=MLPSpec)
+    n_train: int = 2048  # training points
+    n_eval: int = 512  # evaluation points
+    classes: int = 3  # spiral arms
+    noise: float = 0.15  # std of the angle noise
     loop: LoopConfig = field(
         default_factory=lambda: LoopConfig(steps=1000, batch_size=64, lr=1e-2, eval_every=250, ckpt_every=250)
     )
@@ -86,14 +105,7 @@ def build(config: ToyConfig) -> Task:
     generator = torch.Generator().manual_seed(config.seed)
     train_set = spirals(config.n_train, config.classes, config.noise, generator)
     eval_set = spirals(config.n_eval, config.classes, config.noise, generator)
-    model = nn.Sequential(
-        nn.Linear(2, config.hidden),
-        nn.ReLU(),
-        nn.Dropout(config.dropout),
-        nn.Linear(config.hidden, config.hidden),
-        nn.ReLU(),
-        nn.Linear(config.hidden, config.classes),
-    )
+    model = mlp(2, config.classes, config.model)
     return Task(model, train_set, _loss, eval_set=eval_set, evaluate=_evaluate, show=_show)
 
 
