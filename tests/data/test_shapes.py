@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from foveal.data import shapes as S
+from foveal.data.text import tokenize
 
 
 @pytest.fixture(scope="module")
@@ -136,7 +137,7 @@ def test_dataset_items(small: S.ShapesArrays) -> None:
     for q in range(32):
         sample = data[q]
         words = [S.VOCAB[t] for t in sample.question[: sample.length].tolist()]
-        assert words == S.tokenize(data.question_text(q))
+        assert words == tokenize(data.question_text(q))
         assert sample.family == S.TEMPLATES[sample.template].family
         if sample.correct >= 0:
             x0, y0, x1, y1 = sample.boxes[sample.correct].tolist()

@@ -14,8 +14,6 @@ Everything is preprocessed once into arrays and cached as an ``.npz`` (no pickle
 
 from __future__ import annotations
 
-import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -25,26 +23,42 @@ import torch
 from torch import Tensor
 from torch.utils.data import Dataset
 
+from foveal.data.by_image import ByImage, collate_by_image, denormalize, normalize
+from foveal.data.cache import cache_root, save_npz
+from foveal.data.text import PAD, UNK, encode, make_vocab, pad, tokenize
+
+__all__ = [
+    "ANSWER_TYPES",
+    "IMAGE_SIZE",
+    "MASK_THRESHOLD",
+    "PAD",
+    "SHAPES",
+    "SPLITS",
+    "UNK",
+    "EasyVQA",
+    "EasyVQAArrays",
+    "EasyVQAByImage",
+    "EasyVQAData",
+    "VQAImageBatch",
+    "VQASample",
+    "answer_type",
+    "collate_by_image",
+    "denormalize",
+    "load_easy_vqa",
+    "normalize",
+    "object_mask",
+    "tokenize",
+]
+
 SPLITS = ("train", "test")
 ANSWER_TYPES = ("yes/no", "shape", "colour")
 SHAPES = ("circle", "rectangle", "triangle")
-PAD, UNK = "<pad>", "<unk>"
 IMAGE_SIZE = 64
 MASK_THRESHOLD = 64
 """A pixel is on the shape when some channel differs from the background by more than this (0-255).
 The background is near-white and every shape colour is at least ~100 away from it in some channel;
 anti-aliased edge pixels half-way between are split by this threshold."""
 CACHE_VERSION = 1
-
-
-def tokenize(text: str) -> list[str]:
-    """Lowercase and split on anything that is not a letter.
-
-    Example:
-        >>> tokenize("Does the image NOT contain a red shape?")
-        ['does', 'the', 'image', 'not', 'contain', 'a', 'red', 'shape']
-    """
-    return re.findall(r"[a-z]+", text.lower())
 
 
 def answer_type(answer: str) -> str:
@@ -112,24 +126,14 @@ class EasyVQAData:
 
     def encode(self, question: str) -> list[int]:
         """Token ids of a question; words never seen in training map to ``<unk>``."""
-        index = {word: i for i, word in enumerate(self.vocab)}
-        return [index.get(word, index[UNK]) for word in tokenize(question)]
-
-
-def default_cache_dir() -> Path:
-    """``$FOVEAL_CACHE`` if set, else ``~/.cache/foveal``."""
-    return Path(os.environ.get("FOVEAL_CACHE", Path.home() / ".cache" / "foveal"))
+        return encode(question, {word: i for i, word in enumerate(self.vocab)})
 
 
 def load_easy_vqa(cache_dir: str | Path | None = None) -> EasyVQAData:
     """Load easy-VQA from the cache, building the cache from the ``easy-vqa`` package if needed."""
-    path = Path(cache_dir or default_cache_dir()) / f"easy_vqa_v{CACHE_VERSION}.npz"
+    path = Path(cache_dir or cache_root()) / f"easy_vqa_v{CACHE_VERSION}.npz"
     if not path.exists():
-        arrays = _build_arrays()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp.npz")
-        np.savez_compressed(tmp, **arrays)
-        os.replace(tmp, path)  # atomic: a concurrent reader never sees half a file
+        save_npz(path, _build_arrays())
     with np.load(path, allow_pickle=False) as f:
         arrays = {key: f[key] for key in f.files}
     fields = EasyVQAArrays.__dataclass_fields__
@@ -150,7 +154,7 @@ def _build_arrays() -> dict[str, np.ndarray]:
         "train": (easy_vqa.get_train_questions(), easy_vqa.get_train_image_paths()),
         "test": (easy_vqa.get_test_questions(), easy_vqa.get_test_image_paths()),
     }
-    vocab = [PAD, UNK, *sorted({w for text in raw["train"][0][0] for w in tokenize(text)})]
+    vocab = make_vocab(raw["train"][0][0])
     word_index = {word: i for i, word in enumerate(vocab)}
     answers = list(easy_vqa.get_answers())
     answer_index = {a: i for i, a in enumerate(answers)}
@@ -159,16 +163,13 @@ def _build_arrays() -> dict[str, np.ndarray]:
         ids = np.array(sorted(paths), dtype=np.int64)
         images = np.stack([np.asarray(Image.open(paths[i]).convert("RGB")) for i in ids])
         row = {int(image_id): r for r, image_id in enumerate(ids)}
-        tokens = [[word_index.get(w, word_index[UNK]) for w in tokenize(t)] for t in texts]
-        questions = np.zeros((len(tokens), max(map(len, tokens))), dtype=np.int64)
-        for q, t in enumerate(tokens):
-            questions[q, : len(t)] = t
+        questions, lengths = pad([encode(text, word_index) for text in texts])
         out |= {
             f"{split}_images": images,
             f"{split}_masks": np.stack([object_mask(im) for im in images]),
             f"{split}_image_ids": ids,
             f"{split}_questions": questions,
-            f"{split}_lengths": np.array([len(t) for t in tokens], dtype=np.int64),
+            f"{split}_lengths": lengths,
             f"{split}_answers": np.array([answer_index[a] for a in answer_words], dtype=np.int64),
             f"{split}_answer_types": np.array([ANSWER_TYPES.index(answer_type(a)) for a in answer_words]),
             f"{split}_image_index": np.array([row[i] for i in image_ids], dtype=np.int64),
@@ -277,7 +278,7 @@ class VQAImageBatch(NamedTuple):
     image_index: Tensor
 
 
-class EasyVQAByImage(Dataset):
+class EasyVQAByImage(ByImage[VQAImageBatch]):
     """The pictures of a split, each with all its questions: item ``i`` is one picture.
 
     Training on these batches runs the CNN once per picture instead of once per question (easy-VQA
@@ -292,17 +293,11 @@ class EasyVQAByImage(Dataset):
     """
 
     def __init__(self, questions: EasyVQA) -> None:
+        super().__init__(questions.image_index, len(questions.images))
         self.questions = questions
-        order = torch.argsort(questions.image_index, stable=True)
-        counts = torch.bincount(questions.image_index, minlength=len(questions.images))
-        self.rows = torch.nonzero(counts).squeeze(1)  # pictures with at least one question
-        self.groups = [g for g in torch.split(order, counts.tolist()) if len(g)]
-
-    def __len__(self) -> int:
-        return len(self.rows)
 
     def __getitem__(self, i: int) -> VQAImageBatch:
-        q, row = self.groups[i], self.rows[i]
+        q, row = self.question_ids(i), self.rows[i]
         ds = self.questions
         return VQAImageBatch(
             normalize(ds.images[row])[None],
@@ -313,21 +308,3 @@ class EasyVQAByImage(Dataset):
             ds.masks[row][None],
             torch.zeros(len(q), dtype=torch.long),
         )
-
-
-def collate_by_image(items: list[VQAImageBatch]) -> VQAImageBatch:
-    """Concatenate pictures and questions, renumbering each question's ``image_index``."""
-    offsets = torch.tensor([0, *[len(item.image) for item in items]]).cumsum(0)
-    index = torch.cat([item.image_index + offsets[n] for n, item in enumerate(items)])
-    fields = [torch.cat(parts) for parts in zip(*(item[:-1] for item in items), strict=True)]
-    return VQAImageBatch(*fields, index)
-
-
-def normalize(image: Tensor) -> Tensor:
-    """uint8 ``(..., 3, H, W)`` in [0, 255] -> float in [-1, 1]."""
-    return image.float() / 127.5 - 1.0
-
-
-def denormalize(image: Tensor) -> Tensor:
-    """Inverse of :func:`normalize`, to float in [0, 1] for drawing."""
-    return ((image + 1.0) / 2.0).clamp(0, 1)

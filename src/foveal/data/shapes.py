@@ -40,7 +40,6 @@ Convention:
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -52,7 +51,9 @@ from torch import Tensor
 from torch.utils.data import Dataset
 from tqdm.auto import tqdm
 
-from foveal.data.easy_vqa import PAD, UNK, default_cache_dir, normalize, tokenize
+from foveal.data.by_image import normalize
+from foveal.data.cache import cache_root, save_npz
+from foveal.data.text import encode, make_vocab, pad
 
 IMAGE_SIZE = 75
 N_OBJECTS = 6
@@ -92,21 +93,14 @@ TEMPLATES = (
 )
 TEMPLATE_FAMILY = np.array([t.family for t in TEMPLATES])
 TEMPLATE_INDEX = {t.name: i for i, t in enumerate(TEMPLATES)}
-VOCAB = (PAD, UNK, *sorted({w for t in TEMPLATES for c in COLOURS for w in tokenize(t.text.format(c))}))
+VOCAB = tuple(make_vocab(t.text.format(c) for t in TEMPLATES for c in COLOURS))
 """Every word the templates can produce; id 0 pads."""
 
 
 def _encode_all() -> tuple[np.ndarray, np.ndarray]:
     index = {word: i for i, word in enumerate(VOCAB)}
-    words = [[tokenize(t.text.format(c)) for c in COLOURS] for t in TEMPLATES]
-    longest = max(len(w) for row in words for w in row)
-    tokens = np.zeros((len(TEMPLATES), len(COLOURS), longest), np.int64)
-    lengths = np.zeros((len(TEMPLATES), len(COLOURS)), np.int64)
-    for t, row in enumerate(words):
-        for c, w in enumerate(row):
-            tokens[t, c, : len(w)] = [index[x] for x in w]
-            lengths[t, c] = len(w)
-    return tokens, lengths
+    tokens, lengths = pad([encode(t.text.format(c), index) for t in TEMPLATES for c in COLOURS])
+    return tokens.reshape(len(TEMPLATES), len(COLOURS), -1), lengths.reshape(len(TEMPLATES), len(COLOURS))
 
 
 TOKENS, LENGTHS = _encode_all()
@@ -348,16 +342,13 @@ def load_shapes(
         raise ValueError(f"unknown shapes split {split!r}; choose from: {', '.join(SPLITS)}")
     n_images = DEFAULT_IMAGES[split] if n_images is None else n_images
     name = f"shapes_v{CACHE_VERSION}_{split}_seed{seed}_{n_images}x{questions_per_image}.npz"
-    path = Path(cache_dir or default_cache_dir()) / "shapes" / name
+    path = Path(cache_dir or cache_root()) / "shapes" / name
     if path.exists():
         with np.load(path, allow_pickle=False) as f:
             return ShapesArrays(**{field.name: f[field.name] for field in fields(ShapesArrays)})
     progress = n_images >= 2_000 if progress is None else progress
     arrays = generate(n_images, questions_per_image, seed=seed, split=split, progress=progress)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp.npz")
-    np.savez_compressed(tmp, **{field.name: getattr(arrays, field.name) for field in fields(ShapesArrays)})
-    os.replace(tmp, path)  # atomic: a concurrent reader never sees half a file
+    save_npz(path, {field.name: getattr(arrays, field.name) for field in fields(ShapesArrays)})
     return arrays
 
 
