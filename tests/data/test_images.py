@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from foveal.data import images as I
+from foveal.data.images import dataset, sources
 
 
 def write_idx(path, tensor: torch.Tensor, code: int = 0x08) -> None:
@@ -63,7 +64,7 @@ def test_read_idx_rejects_bad_files(tmp_path):
 
 def test_user_directory_is_searched_first(tmp_path, monkeypatch):
     fake_fashion_dir(tmp_path)
-    monkeypatch.setattr(I, "_download", lambda url, dest: pytest.fail("must not download"))
+    monkeypatch.setattr(sources, "_download", lambda url, dest: pytest.fail("must not download"))
     images, labels = I.load_fashion_mnist("test", root=tmp_path)
     assert images.shape == (20, 28, 28) and images.dtype == torch.uint8
     assert labels.shape == (20,) and labels.dtype == torch.int64
@@ -73,8 +74,8 @@ def test_offline_error_is_one_clear_line(tmp_path, monkeypatch):
     def offline(url, dest):
         raise urllib.error.URLError("no network")
 
-    monkeypatch.setattr(I, "_download", offline)
-    monkeypatch.setattr(I, "_debian_dirs", lambda: ())
+    monkeypatch.setattr(sources, "_download", offline)
+    monkeypatch.setattr(sources, "_debian_dirs", lambda: ())
     monkeypatch.setenv("FOVEAL_CACHE", str(tmp_path / "cache"))
     with pytest.raises(I.DataUnavailableError) as info:
         I.load_fashion_mnist("train", root=tmp_path / "empty")
@@ -84,7 +85,7 @@ def test_offline_error_is_one_clear_line(tmp_path, monkeypatch):
 
 
 def test_debian_package_when_installed():
-    if not any((d / I.FASHION_FILES["test"][0]).is_file() for d in I._debian_dirs()):
+    if not any((d / I.FASHION_FILES["test"][0]).is_file() for d in sources._debian_dirs()):
         pytest.skip("dataset-fashion-mnist is not installed")
     images, labels = I.load_fashion_mnist("test")
     assert images.shape == (10000, 28, 28) and labels.bincount().tolist() == [1000] * 10
@@ -185,14 +186,14 @@ def test_unknown_distortion_names_the_choices():
 def test_distorted_images_builds_once_and_caches(tmp_path, monkeypatch):
     root = fake_fashion_dir(tmp_path / "idx")
     cache = tmp_path / "cache"
-    monkeypatch.setattr(I, "_download", lambda url, dest: pytest.fail("must not download"))
+    monkeypatch.setattr(sources, "_download", lambda url, dest: pytest.fail("must not download"))
     ds = I.DistortedImages("fashion-mnist", "train", "cluttered", seed=7, root=root, cache_dir=cache, limit=30)
     assert len(ds) == 30 and ds.image_size == 60 and ds.images.dtype == torch.uint8
     image, label = ds[3]
     assert image.shape == (1, 60, 60) and image.dtype == torch.float32 and 0 <= image.min() <= image.max() <= 1
     assert isinstance(label, int)
     assert len(list(cache.glob("*.pt"))) == 1
-    monkeypatch.setattr(I, "load_base", lambda *a, **k: pytest.fail("must load from the cache"))
+    monkeypatch.setattr(dataset, "load_base", lambda *a, **k: pytest.fail("must load from the cache"))
     again = I.DistortedImages("fashion-mnist", "train", "cluttered", seed=7, root=root, cache_dir=cache, limit=30)
     assert torch.equal(again.images, ds.images) and torch.equal(again.labels, ds.labels)
 
