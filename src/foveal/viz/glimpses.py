@@ -9,6 +9,7 @@ import torch
 
 from foveal.glimpse import gaussian_glimpse, stn_glimpse
 from foveal.registry import FIGURES
+from foveal.viz._mpl import pyplot
 
 
 def seed_003_example(seed: int = 0) -> dict[str, torch.Tensor]:
@@ -35,10 +36,7 @@ def seed_003_example(seed: int = 0) -> dict[str, torch.Tensor]:
 @FIGURES.register("glimpses")
 def glimpses_figure(out_dir: Path) -> list[Path]:
     """Write seed 003's four-panel figure to ``out_dir/glimpses.png`` and return its path."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     images = seed_003_example()
     fig, axes = plt.subplots(1, 4, figsize=(12, 3))

@@ -18,6 +18,8 @@ import torch  # noqa: F401  (the examples below use it)
 import torch.nn.functional as F
 from torch import Tensor
 
+from foveal.viz._mpl import pyplot
+
 
 def weights_to_grid(weights: Tensor, grid: tuple[int, int]) -> Tensor:
     """Fold flat attention weights back onto their grid.
@@ -133,10 +135,7 @@ def attention_figure(
         columns: examples per row of the figure.
         dpi: resolution of the PNG.
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     per_example = 1 + max((m.shape[0] for m in maps if m is not None), default=0)
     rows = -(-len(images) // columns)

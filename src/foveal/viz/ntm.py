@@ -14,6 +14,8 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from foveal.viz._mpl import pyplot
+
 
 def used_rows(*weightings: Tensor, threshold: float = 0.01, margin: int = 2) -> slice:
     """The span of memory rows where any weighting exceeds ``threshold`` (plus a margin).
@@ -63,10 +65,7 @@ def plot_ntm(
         Images are drawn with time on the x axis (left to right) and channels or memory
         locations on the y axis (top to bottom), as in the NTM paper.
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     T = inputs.shape[0]
     padded = torch.full((T, targets.shape[1]), float("nan"))

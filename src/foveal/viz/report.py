@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from foveal.train.run_dir import RunDir
+from foveal.viz._mpl import pyplot
 
 IMAGE_TYPES = {".png": "image/png", ".gif": "image/gif", ".jpg": "image/jpeg", ".jpeg": "image/jpeg"}
 
@@ -35,10 +36,7 @@ def plot_curves(events: list[dict[str, Any]], path: Path) -> Path | None:
     train = [(e["step"], e["loss"]) for e in events if e.get("split") == "train" and "loss" in e]
     if not train:
         return None
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(6, 3.5))
     ax.plot(*zip(*train, strict=True), label="train")

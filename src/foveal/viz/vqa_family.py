@@ -19,6 +19,7 @@ from typing import NamedTuple
 import numpy as np
 from torch import Tensor
 
+from foveal.viz._mpl import pyplot
 from foveal.viz.heatmap import overlay_heatmap, weights_to_grid
 
 
@@ -94,10 +95,7 @@ def vqa_family_figure(
         extent: pixels per side covered by the grid (see the module's Convention).
         head: the head's name, for the figure title.
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     maps = max((p.maps.shape[0] for p in panels if p.maps is not None), default=0)
     steps = max((p.word_weights.shape[0] for p in panels if p.word_weights is not None), default=0)
