@@ -189,13 +189,13 @@ def main() -> None:
     ours.load_state_dict(seed.state_dict(), strict=True)
     V, h_Q = torch.randn(B, N, C), torch.randn(B, d_q)
 
-    def train_step(module: nn.Module) -> None:
+    def forward_backward(module: nn.Module) -> None:
         v_hat, _ = module(V, h_Q)
         v_hat.sum().backward()
 
     with torch.no_grad():
         fwd = best_times({"seed": lambda: seed(V, h_Q), "ours": lambda: ours(V, h_Q)}, 100, budget)
-    step = best_times({"seed": lambda: train_step(seed), "ours": lambda: train_step(ours)}, 100, budget)
+    step = best_times({"seed": lambda: forward_backward(seed), "ours": lambda: forward_backward(ours)}, 100, budget)
     print(f"\nSpatialAttention vs seed 000 (B={B}, N={N}, C={C}, d_q={d_q}, k={k_dim})\n")
     print("| pass | seed ms | foveal ms | seed/foveal time |")
     print("|---|---|---|---|")

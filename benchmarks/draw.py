@@ -2,8 +2,9 @@
 
     python benchmarks/draw.py [--threads 1] [--quick] [--batch 64]
 
-One training step = forward (T steps), loss, backward and an Adam update, on a batch of binary
-28 x 28 images. Three implementations of the same model with the same weights and the same noise
+One training step = the loop's step (:meth:`foveal.train.Trainer.step`: forward over T steps, loss,
+backward, the ``draw`` recipe's clipping and Adam update) on a batch of binary 28 x 28 images. Three
+implementations of the same model with the same weights and the same noise
 (their losses agree to float32 round-off, checked before timing):
 
 ``per-sample``  the DRAW step as public ports write it: the encoder and decoder ``nn.LSTMCell``
@@ -29,16 +30,19 @@ Ratios, not absolute times, are the result.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import platform
 import time
 from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor
+from torch import Tensor, nn
 
 from foveal.glimpse.gaussian import gaussian_read, gaussian_write
 from foveal.models.draw import DRAW, guard
+from foveal.runs import get_recipe
+from foveal.train import RunConfig, Task, Trainer
 
 PAPER = dict(steps=64, enc_size=256, dec_size=256, z_size=100, read_size=2, write_size=5)
 QUICK = dict(steps=16, enc_size=256, dec_size=256, z_size=100, read_size=2, write_size=5)
@@ -120,17 +124,18 @@ def foveal_forward(model: DRAW, x: Tensor, noise: Tensor) -> Tensor:
     return (out.nll + out.kl).mean()
 
 
-def make_step(model: DRAW, forward: Callable[[], Tensor]) -> Callable[[], float]:
-    optimizer = torch.optim.Adam(model.parameters(), lr=0.0)  # lr 0: every round times the same weights
+Forward = Callable[[nn.Module, Tensor], Tensor]  # (model, images) -> the mean negative ELBO
 
-    def step() -> float:
-        loss = forward()
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-        return loss.item()
 
-    return step
+def make_step(model: DRAW, forward: Forward, images: Tensor) -> Callable[[], float]:
+    """The loop's training step on ``images``, ``forward`` as the loss, under the ``draw`` recipe's loop settings."""
+    loop = dataclasses.replace(get_recipe("draw").config().loop, lr=0.0)  # lr 0: every round times the same weights
+
+    def loss(model: nn.Module, batch: Tensor) -> tuple[Tensor, dict[str, float]]:
+        return forward(model, batch), {}
+
+    trainer = Trainer(Task(model, images, loss), RunConfig(loop=loop))
+    return lambda: trainer.step(images)["loss"]
 
 
 def time_rounds(steps: dict[str, Callable[[], float]], rounds: int) -> dict[str, tuple[float, float]]:
@@ -165,21 +170,21 @@ def main() -> None:
     print(f"{'attention':>9} {'implementation':>14} {'CPU ms':>9} {'wall ms':>9} {'images/s':>9} {'vs foveal':>10}")
     for attention in (True, False):
         torch.manual_seed(0)
-        model = DRAW(**sizes, attention=attention)
+        model = DRAW((28, 28), 1, **sizes, attention=attention)
         if attention:  # spread the heads off the centre so the filterbanks differ per image
             with torch.no_grad():
                 for head in (model.read_head, model.write_head):
                     head.weight.normal_(0, 0.05)
-        forwards = {"foveal": lambda m=model: foveal_forward(m, x, noise)}
-        forwards["batched"] = lambda m=model: module_forward(m, x, noise, per_sample=False)
+        forwards: dict[str, Forward] = {"foveal": lambda m, x: foveal_forward(m, x, noise)}
+        forwards["batched"] = lambda m, x: module_forward(m, x, noise, per_sample=False)
         if attention:
-            forwards["per-sample"] = lambda m=model: module_forward(m, x, noise, per_sample=True)
+            forwards["per-sample"] = lambda m, x: module_forward(m, x, noise, per_sample=True)
         with torch.no_grad():
-            losses = {name: f().item() for name, f in forwards.items()}
+            losses = {name: f(model, x).item() for name, f in forwards.items()}
         ref = losses["foveal"]
         for name, value in losses.items():  # same model, same noise: the same loss
             assert abs(value - ref) <= 1e-4 * abs(ref), (name, value, ref)
-        best = time_rounds({name: make_step(model, f) for name, f in forwards.items()}, args.rounds)
+        best = time_rounds({name: make_step(model, f, x) for name, f in forwards.items()}, args.rounds)
         for name in reversed(list(forwards)):
             cpu, wall = best[name]
             ratio, rate = cpu / best["foveal"][0], args.batch / cpu

@@ -1,7 +1,7 @@
-"""Plot test -ELBO against training CPU seconds from ``benchmarks/draw_equal_time.py`` runs.
+"""Plot test -ELBO against training CPU seconds from ``draw_equal_time.py`` runs.
 
-    python benchmarks/draw_curves.py runs/draw-final/mnist-attention-seed0 runs/draw-final/mnist-none-seed0 \\
-        --out docs/figures/draw_equal_time.png
+    python studies/draw-equal-time/draw_curves.py runs/draw-race/mnist-attention-seed0 \\
+        runs/draw-race/mnist-none-seed0 --out docs/figures/draw_equal_time.png
 
 Each run directory holds ``curve.jsonl`` (one line per evaluation: ``cpu_s``, ``step``,
 ``train_loss``, ``neg_elbo``); the label is the directory's name. Solid lines are the test

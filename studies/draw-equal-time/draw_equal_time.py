@@ -1,16 +1,17 @@
 """DRAW with attention against DRAW without, at equal training time (the paper's Table 3, shrunk).
 
-    python benchmarks/draw_equal_time.py --budget 420 --preset quick --arms attention none \\
+    python studies/draw-equal-time/draw_equal_time.py --budget 420 --preset quick --arms attention none \\
         [--dataset mnist] [--seed 0] [--out runs/draw-equal-time] [--set key=value ...]
 
-Each arm is the ``draw`` recipe's config (``--preset``, ``attention`` set per arm) trained with the
-recipe's loss, Adam settings and gradient clipping for ``--budget`` seconds of this process's CPU
-time (``time.process_time``: on a shared machine, waiting for a core is not counted, so both arms
-get the same compute whatever the load). Periodic test evaluations are not counted in the budget.
-With ``--stop-file F``, creating ``F`` cuts the budget to each arm's next evaluation point, so
-arms that run side by side on a machine busier than planned still stop at the same CPU time.
-Each arm's run directory holds ``config.json`` (with the steps actually taken), ``checkpoint.pt``,
-``eval.json`` and ``curve.jsonl``, so ``foveal eval DIR`` and ``foveal show DIR`` work on it.
+Each arm is the ``draw`` recipe's config (``--preset``, ``attention`` set per arm) trained through
+the loop's step (:meth:`foveal.train.Trainer.step`: the recipe's loss, Adam settings and gradient
+clipping) for ``--budget`` seconds of this process's CPU time (``time.process_time``: on a shared
+machine, waiting for a core is not counted, so both arms get the same compute whatever the load).
+Periodic test evaluations are not counted in the budget. With ``--stop-file F``, creating ``F``
+cuts the budget to each arm's next evaluation point, so arms that run side by side on a machine
+busier than planned still stop at the same CPU time. Each arm's run directory holds
+``config.json`` (with the steps actually taken), ``checkpoint.pt``, ``eval.json`` and
+``curve.jsonl``, so ``foveal eval DIR`` and ``foveal show DIR`` work on it.
 
 Prints one row per arm: steps, CPU and wall seconds, the test negative ELBO and the IWAE NLL
 (nats per image). The paper (Gregor et al. 2015, MNIST, long training): <= 80.97 nats with
@@ -30,9 +31,7 @@ import torch
 from foveal.recipes import load_all
 from foveal.recipes.config import parse_sets, resolve_config, save_run_config
 from foveal.registry import RECIPES
-from foveal.train import checkpoint as ckpt
-from foveal.train.loop import evaluate, seed_everything
-from foveal.train.optim import build_optimizer, clip_gradients
+from foveal.train import RunDir, Trainer, evaluate, save_atomic, seed_everything
 
 
 def train_arm(arm: str, args: argparse.Namespace) -> dict[str, float]:
@@ -45,7 +44,7 @@ def train_arm(arm: str, args: argparse.Namespace) -> dict[str, float]:
     seed_everything(config.seed)
     task = recipe.build(config)
     model = task.model
-    optimizer = build_optimizer(model.parameters(), config.loop)
+    trainer = Trainer(task, config)
     images = task.train_set.images
     order = torch.Generator().manual_seed(config.seed)
     batch_size = config.loop.batch_size
@@ -64,13 +63,8 @@ def train_arm(arm: str, args: argparse.Namespace) -> dict[str, float]:
             perm, cursor = torch.randperm(len(images), generator=order), 0
         batch = images[perm[cursor : cursor + batch_size]]
         cursor += batch_size
-        loss, _ = task.loss(model, batch)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        clip_gradients(model.parameters(), config.loop)
-        optimizer.step()
+        window.append(trainer.step(batch)["loss"])
         step += 1
-        window.append(loss.item())
         if not math.isfinite(window[-1]):
             raise FloatingPointError(f"{arm}: loss {window[-1]} at step {step}")
         used += time.process_time() - c0
@@ -87,8 +81,8 @@ def train_arm(arm: str, args: argparse.Namespace) -> dict[str, float]:
     record.update(metrics)
     config.loop.steps = step
     save_run_config(run_dir, "draw", args.preset, config)
-    ckpt.save_atomic({"step": step, "model": model.state_dict()}, run_dir / ckpt.CHECKPOINT)
-    (run_dir / "eval.json").write_text(json.dumps(metrics, indent=2) + "\n")
+    save_atomic({"step": step, "model": model.state_dict()}, RunDir(run_dir).checkpoint)
+    RunDir(run_dir).eval.write_text(json.dumps(metrics, indent=2) + "\n")
     return record
 
 

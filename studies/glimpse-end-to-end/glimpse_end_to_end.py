@@ -12,13 +12,14 @@ Gaussian (std ``gaussian_std`` strides) on each of the same sampling points
         --set model=stcnn --set transform=attention --set st_size=28 --set read=$read \\
         --set loop.steps=3000 --set loop.eval_every=250 --out runs/e2e/$read-s$seed
     done; done
-    python benchmarks/glimpse_end_to_end.py runs/e2e --figure docs/figures/glimpse-end-to-end.png
+    python studies/glimpse-end-to-end/glimpse_end_to_end.py runs/e2e --figure docs/figures/glimpse-end-to-end.png
 
 It prints, per arm (mean over seeds, with the range): the test error (first 2,000 test images) at
 each evaluation, the steps each seed needs to reach a given error, where the glimpse lands (IoU of
 the box the transform selects with the garment's tight box, and the distance between their
-centres, from the canvases' known placements), and the CPU (process) time of one training step,
-measured here by alternating the arms' models on the same batches so both see the same load.
+centres, from the canvases' known placements), and the CPU (process) time of one training step
+(the loop's, :meth:`foveal.train.Trainer.step`, on each arm's task rebuilt from its run's
+``config.json``), measured here by alternating the arms so both see the same load.
 """
 
 from __future__ import annotations
@@ -33,10 +34,10 @@ from collections import defaultdict
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
+from torch.utils.data import default_collate
 
-from foveal.models.stn_classifier import CNN, STCNN
-from foveal.recipes.stn import ImageData, image_sets
+from foveal.recipes.config import load_run_config
+from foveal.train import Trainer, seed_everything
 
 THRESHOLDS = (45.0, 35.0, 30.0, 25.0)
 
@@ -101,39 +102,33 @@ def tables(arms: dict[str, dict[int, list[dict]]]) -> None:
 
 
 def step_times(root: Path, arms: dict[str, dict[int, list[dict]]], steps: int, rounds: int) -> None:
-    """CPU and wall ms per training step of each arm's model, alternating arms round by round."""
-    models, optimisers = {}, {}
+    """CPU and wall ms per training step (:meth:`foveal.train.Trainer.step`) of each arm, alternating arms."""
+    trainers, batches = {}, {}
     for arm, seeds in arms.items():
-        config = json.loads((root / f"{arm}-s{min(seeds)}" / "config.json").read_text())["config"]
-        torch.manual_seed(0)
-        if config["model"] == "cnn":  # the baseline on the whole canvas, for scale
-            models[arm] = CNN(1, in_size=60)
-        else:
-            models[arm] = STCNN(
-                1, in_size=60, out_size=config["st_size"] or 60, transform=config["transform"],
-                read=config.get("read", "bilinear"), gaussian_std=config.get("gaussian_std", 0.5),
-            )  # fmt: skip
-        optimisers[arm] = torch.optim.Adam(models[arm].parameters(), lr=1e-3)
-    _, test = image_sets(ImageData(n_test=2000), "cluttered")
-    batches = [(test.images[i : i + 64].float() / 255, test.labels[i : i + 64]) for i in range(0, 64 * steps, 64)]
+        recipe, _, config = load_run_config(root / f"{arm}-s{min(seeds)}")
+        config.data.n_train = steps * config.loop.batch_size  # build only the images the timing reads
+        seed_everything(0)
+        task = recipe.build(config)
+        trainers[arm] = Trainer(task, config)
+        collate, n = task.collate or default_collate, config.loop.batch_size
+        batches[arm] = [collate([task.train_set[i] for i in range(k * n, (k + 1) * n)]) for k in range(steps)]
     cpu: dict[str, list[float]] = defaultdict(list)
     wall: dict[str, list[float]] = defaultdict(list)
     for _ in range(rounds + 1):  # the first round warms up and is dropped
-        for arm, model in models.items():
+        for arm, trainer in trainers.items():
             c0, w0 = time.process_time(), time.perf_counter()
-            for images, labels in batches:
-                loss = F.cross_entropy(model(images).logits, labels)
-                optimisers[arm].zero_grad()
-                loss.backward()
-                optimisers[arm].step()
+            for batch in batches[arm]:
+                trainer.step(batch)
             cpu[arm].append(1e3 * (time.process_time() - c0) / steps)
             wall[arm].append(1e3 * (time.perf_counter() - w0) / steps)
+    sizes = sorted({trainer.config.loop.batch_size for trainer in trainers.values()})
     print(
-        f"\none training step (batch 64), median of {rounds} rounds of {steps} steps, load average {os.getloadavg()}\n"
+        f"\none training step (batch {' / '.join(map(str, sizes))}), median of {rounds} rounds of {steps} steps, "
+        f"load average {os.getloadavg()}\n"
     )
     print("| arm | CPU ms / step | wall ms / step |")
     print("|---|---|---|")
-    for arm in models:
+    for arm in trainers:
         print(f"| {arm} | {statistics.median(cpu[arm][1:]):.1f} | {statistics.median(wall[arm][1:]):.1f} |")
 
 

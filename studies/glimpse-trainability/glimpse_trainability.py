@@ -1,6 +1,6 @@
 """Which glimpse trains more easily? The capture range of STN and Gaussian glimpses (seed 003's question).
 
-    python benchmarks/glimpse_trainability.py [--threads 1] [--quick]
+    python studies/glimpse-trainability/glimpse_trainability.py [--threads 1] [--quick]
 
 An object sits in the middle of a 96 x 96 image: seed 003's uniform square of ones, or a square of
 random texture (uniform in [0.4, 1] per pixel), on a clean black background or on seed 003's

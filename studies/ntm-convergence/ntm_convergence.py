@@ -1,15 +1,15 @@
 """Sequences and time until an NTM recipe's model is below a wrong-bits target, for several seeds.
 
-Trains exactly as ``foveal train RECIPE`` does (the recipe's Task: loss, collate, curriculum;
-the loop's optimiser and clipping), but checks the evaluation set (the task's full range, 1,000
-sequences by default) every ``--check-every`` steps once the curriculum has reached its last
-level, and stops at the first check below ``--target`` wrong bits per sequence.
+Trains exactly as ``foveal train RECIPE`` does (the recipe's task: loss, collate, curriculum; the
+loop's step, :meth:`foveal.train.Trainer.step`), but checks the evaluation set (the task's full
+range, 1,000 sequences by default) every ``--check-every`` steps once the curriculum has reached
+its last level, and stops at the first check below ``--target`` wrong bits per sequence.
 
 Reported per seed: steps, sequences seen, training wall time and CPU time (checks excluded; the
 checks' own time is printed too), and the final evaluation (with generalisation lengths). Wall
 time depends on how busy the machine is; CPU time (one thread) much less so.
 
-    python benchmarks/ntm_convergence.py ntm-copy --seeds 0 1 2 3 4 --budget 180
+    python studies/ntm-convergence/ntm_convergence.py ntm-copy --seeds 0 1 2 3 4 --budget 180
 """
 
 from __future__ import annotations
@@ -23,10 +23,23 @@ import torch
 
 from foveal.recipes.config import resolve_config
 from foveal.runs import get_recipe
-from foveal.train import evaluate
-from foveal.train.loop import seed_everything
-from foveal.train.optim import build_optimizer, build_scheduler, clip_gradients
-from foveal.train.sampler import StepBatchSampler
+from foveal.train import Callback, Curriculum, StepBatchSampler, Trainer, evaluate, seed_everything
+
+
+class AfterRate(Callback):
+    """Holds the learning rate at ``loop.lr * factor`` once :attr:`factor` is set (the ``--after`` steps).
+
+    The rate is ``loop.lr`` times every callback's scale, so this one divides out the others' (the
+    curriculum's anneal), whatever they become later.
+    """
+
+    def __init__(self, others: list[Callback]) -> None:
+        self.others, self.factor = others, None
+
+    def lr_scale(self) -> float:
+        if self.factor is None:
+            return 1.0
+        return self.factor / math.prod(other.lr_scale() for other in self.others)
 
 
 def converge(recipe_name: str, seed: int, preset: str | None, sets: dict[str, str], args: argparse.Namespace) -> dict:
@@ -35,33 +48,28 @@ def converge(recipe_name: str, seed: int, preset: str | None, sets: dict[str, st
     seed_everything(config.seed)
     task = recipe.build(config)
     model, loop = task.model, config.loop
-    optimizer = build_optimizer(model.parameters(), loop)
-    scheduler = build_scheduler(optimizer, loop, task.lr_scale)  # the loop's schedule and anneal on mastery
+    after_rate = AfterRate(list(task.callbacks))
+    task.callbacks.append(after_rate)
+    trainer = Trainer(task, config)
     batches = iter(StepBatchSampler(len(task.train_set), loop.batch_size, config.seed))
-    curriculum = getattr(model, "curriculum", None)
+    curriculum = next((c for c in task.callbacks if isinstance(c, Curriculum)), None)
     extras, task.eval_set.extras = task.eval_set.extras, {}  # checks score the main set only
     seed_everything(config.seed)
     train_wall = train_cpu = check_wall = 0.0
     step, metrics, nan = 0, {}, False
     while step < args.max_steps and train_wall < args.budget:
         w0, c0 = time.perf_counter(), time.process_time()
-        batch = task.collate(next(batches))
-        loss, train = task.loss(model, batch)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        clip_gradients(model.parameters(), loop)
-        optimizer.step()
-        scheduler.step()
+        train = trainer.step(task.collate(next(batches)))
         step += 1
         train_wall += time.perf_counter() - w0
         train_cpu += time.process_time() - c0
-        if not math.isfinite(loss.item()):
+        if not math.isfinite(train["loss"]):
             nan = True
             break
         if args.verbose and step % 100 == 0:
-            level = int(curriculum.level) if curriculum is not None else 0
+            level = curriculum.level if curriculum is not None else 0
             print(f"  seed {seed} step {step} wall {train_wall:.0f}s cpu {train_cpu:.0f}s level {level} {train}")
-        top = curriculum is None or int(curriculum.level) == curriculum.n_levels - 1
+        top = curriculum is None or curriculum.level == curriculum.n_levels - 1
         if top and step % args.check_every == 0:
             w0 = time.perf_counter()
             metrics = evaluate(task, model)
@@ -75,8 +83,9 @@ def converge(recipe_name: str, seed: int, preset: str | None, sets: dict[str, st
     converged = bool(metrics) and metrics["bits"] < args.target
     after_wall = after_cpu = 0.0
     if converged and args.after and not nan:
-        # Train on after convergence (full range, the curriculum at its last level) at a lower lr.
-        for group in optimizer.param_groups:
+        # Train on after convergence (full range, the curriculum at its last level) at a lower rate.
+        after_rate.factor = args.after_lr
+        for group in trainer.optimizer.param_groups:  # the scheduler set this step's rate before the switch
             group["lr"] = loop.lr * args.after_lr
         for after in range(0, args.after + 1):
             if args.after_check and after % args.after_check == 0:
@@ -87,14 +96,10 @@ def converge(recipe_name: str, seed: int, preset: str | None, sets: dict[str, st
             if after == args.after:
                 break
             w0, c0 = time.perf_counter(), time.process_time()
-            loss, _ = task.loss(model, task.collate(next(batches)))
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            clip_gradients(model.parameters(), loop)
-            optimizer.step()
+            train = trainer.step(task.collate(next(batches)))
             after_wall += time.perf_counter() - w0
             after_cpu += time.process_time() - c0
-            if not math.isfinite(loss.item()):
+            if not math.isfinite(train["loss"]):
                 nan = True
                 break
     if converged and extras:  # the generalisation sets, once, at the end
@@ -113,7 +118,7 @@ def converge(recipe_name: str, seed: int, preset: str | None, sets: dict[str, st
         "train_cpu_s": round(train_cpu, 1),
         "check_wall_s": round(check_wall, 1),
         **({"after_steps": args.after, "after_cpu_s": round(after_cpu, 1)} if args.after else {}),
-        **({"level": int(curriculum.level)} if curriculum is not None else {}),  # where an unconverged run stopped
+        **({"level": curriculum.level} if curriculum is not None else {}),  # where an unconverged run stopped
         **{k: round(v, 4) for k, v in metrics.items()},
     }
 

@@ -1,26 +1,26 @@
 """Count NaN (non-finite loss, gradient or parameter) over many seeds of every NTM recipe.
 
 Each seed trains ``--steps`` steps exactly as ``foveal train RECIPE --preset PRESET`` does (the
-recipe's loss, collate and curriculum; the loop's optimiser and clipping), then runs the model
-on the recipe's evaluation set and checks its outputs. Public NTM ports are known to hit NaN
-(zero memory, unguarded sharpening); this checks ours does not.
+recipe's task and the loop's step, :meth:`foveal.train.Trainer.step`), checking after every step
+the loss, every gradient and every parameter, then runs the model on the recipe's evaluation set
+and checks its outputs. Public NTM ports are known to hit NaN (zero memory, unguarded
+sharpening); this checks ours does not.
 
-    python benchmarks/ntm_nan.py --seeds 0 1 2 3 4 5 6 7 8 9 --steps 100
+    python studies/ntm-nan/ntm_nan.py --seeds 0 1 2 3 4 5 6 7 8 9 --steps 100
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import time
 
 import torch
 
 from foveal.recipes.config import resolve_config
 from foveal.runs import get_recipe
-from foveal.train.loop import seed_everything
-from foveal.train.optim import build_optimizer, build_scheduler, clip_gradients
-from foveal.train.sampler import StepBatchSampler
+from foveal.train import StepBatchSampler, Trainer, seed_everything
 
 RECIPES = ("ntm-copy", "ntm-repeat-copy", "ntm-recall", "ntm-sort")
 
@@ -34,19 +34,15 @@ def run_seed(name: str, seed: int, preset: str | None, steps: int, threads: int)
     config = resolve_config(recipe, preset, None, {}, seed, threads)
     seed_everything(config.seed)
     task = recipe.build(config)
-    model, loop = task.model, config.loop
-    optimizer = build_optimizer(model.parameters(), loop)
-    scheduler = build_scheduler(optimizer, loop, task.lr_scale)  # the loop's schedule and anneal on mastery
-    batches = iter(StepBatchSampler(len(task.train_set), loop.batch_size, config.seed))
+    model = task.model
+    trainer = Trainer(task, config)
+    batches = iter(StepBatchSampler(len(task.train_set), config.loop.batch_size, config.seed))
     first_nan, bits = None, []
     for step in range(1, steps + 1):
-        loss, metrics = task.loss(model, task.collate(next(batches)))
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        ok = bool(torch.isfinite(loss)) and finite(p.grad for p in model.parameters())
-        clip_gradients(model.parameters(), loop)
-        optimizer.step()
-        scheduler.step()
+        metrics = trainer.step(task.collate(next(batches)))
+        # The NTM recipes clip the gradient norm only, which keeps a non-finite gradient non-finite (a NaN
+        # or infinite norm scales every element by NaN or 0, and 0 * inf is NaN): the step's gradients show it.
+        ok = math.isfinite(metrics["loss"]) and finite(p.grad for p in model.parameters())
         ok = ok and finite(model.parameters())
         bits.append(metrics["bits"])
         if not ok:

@@ -13,8 +13,8 @@ memory (a later write to the same row replaces the earlier one), then the rows a
 skipping every row nothing was written to. Its only errors come from vectors that share a row; a
 steeper slope spreads them further apart, until the memory's rows run out.
 
-    python benchmarks/ntm_sort_floor.py
-    python benchmarks/ntm_sort_floor.py --sizes 20/16 --by-location 10 32 63.5
+    python studies/ntm-sort/ntm_sort_floor.py
+    python studies/ntm-sort/ntm_sort_floor.py --sizes 20/16 --by-location 10 32 63.5
 """
 
 from __future__ import annotations
@@ -23,21 +23,8 @@ import argparse
 
 import torch
 
-from foveal.data.ntm_tasks import NTMBatch, PrioritySort
-
-
-def noisy_sort_errors(batch: NTMBatch, task: PrioritySort, noise: torch.Tensor, sigma: float) -> torch.Tensor:
-    """Wrong bits at each output step of ``batch`` sorted perfectly by ``priority + sigma * noise``.
-
-    Shape:
-        noise: ``(B, n_in)``, standard normal draws (fixed, so that ``sigma`` can be swept).
-        returns: ``(B, n_out)``.
-    """
-    items = batch.inputs[:, : task.n_in, : task.width]
-    noisy = batch.inputs[:, : task.n_in, task.width] + sigma * noise
-    order = noisy.argsort(dim=1, descending=True)[:, : task.n_out]
-    predicted = items.gather(1, order.unsqueeze(-1).expand(-1, -1, task.width))
-    return (predicted != batch.targets).float().sum(dim=-1)
+from foveal.data.ntm_tasks import PrioritySort
+from sorter import noisy_sort_errors
 
 
 def floor(n_in: int, n_out: int, sigma: float, n: int, seed: int) -> tuple[float, float]:

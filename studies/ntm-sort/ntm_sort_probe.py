@@ -1,11 +1,11 @@
 """Train ``ntm-sort`` for a number of steps and look at what the model gets wrong.
 
-Trains exactly as ``foveal train ntm-sort`` does (the recipe's loss, collate and curriculum; the
-loop's optimiser, scheduler and clipping), one thread, then scores 2,000 fresh sequences of every
+Trains exactly as ``foveal train ntm-sort`` does (the recipe's task and the loop's step,
+:meth:`foveal.train.Trainer.step`), one thread, then scores 2,000 fresh sequences of every
 curriculum level: wrong bits per sequence, and wrong bits per output step split by the gap between
 that step's priority and the nearest neighbouring one, each set against a perfect sorter that sees
 every priority with Gaussian noise, its standard deviation chosen so that it makes as many wrong
-bits as the model (``benchmarks/ntm_sort_floor.py``): a model whose errors come from comparing
+bits as the model (``sorter.py``, as in ``ntm_sort_floor.py``): a model whose errors come from comparing
 priorities imprecisely matches the sorter in every gap, one that has not learned to sort makes
 errors at wide gaps too. Last, on the first level, the error with
 every read vector zeroed (does the model use its memory?) and the argmax rows of its heads. On the
@@ -14,9 +14,9 @@ linear function of the priority (fitted per write head), how many distinct place
 vectors get, and how often an output step reads the place its target vector alone was written to
 (with ``--show``, a scatter of write location against priority).
 
-    python benchmarks/ntm_sort_probe.py --steps 3000 --set n_in=4 --set n_out=3 --set curriculum=false
-    python benchmarks/ntm_sort_probe.py --preset full --steps 10000 --check-every 2000 --save sort.pt
-    python benchmarks/ntm_sort_probe.py --preset full --steps 0 --load sort.pt --show figures/
+    python studies/ntm-sort/ntm_sort_probe.py --steps 3000 --set n_in=4 --set n_out=3 --set curriculum=false
+    python studies/ntm-sort/ntm_sort_probe.py --preset full --steps 10000 --check-every 2000 --save sort.pt
+    python studies/ntm-sort/ntm_sort_probe.py --preset full --steps 0 --load sort.pt --show figures/
 """
 
 from __future__ import annotations
@@ -35,17 +35,15 @@ from foveal.data.ntm_tasks import NTMBatch, PrioritySort, output_phase, wrong_bi
 from foveal.recipes.config import resolve_config
 from foveal.recipes.ntm import _levels
 from foveal.runs import get_recipe
-from foveal.train.loop import seed_everything
-from foveal.train.optim import build_optimizer, build_scheduler, clip_gradients
-from foveal.train.sampler import StepBatchSampler
-from ntm_sort_floor import noisy_sort_errors
+from foveal.train import Curriculum, StepBatchSampler, Trainer, seed_everything
+from sorter import evaluation_set, noisy_sort_errors
 
 GAPS = (0.0, 0.003, 0.01, 0.03, 0.1, 0.3, math.inf)
 
 
 def matched_sigma(wrong: float, batch: NTMBatch, task: PrioritySort, noise: torch.Tensor) -> float:
     """The priority noise at which a perfect sorter makes ``wrong`` bits per sequence on ``batch``
-    (bisection on log sigma; ``benchmarks/ntm_sort_floor.py``)."""
+    (bisection on log sigma)."""
     lo, hi = math.log(1e-5), 0.0
     for _ in range(30):
         mid = (lo + hi) / 2
@@ -83,7 +81,7 @@ def by_gap(model: torch.nn.Module, task: PrioritySort, generator: torch.Generato
 
 
 def score(model: torch.nn.Module, evaluation: NTMBatch) -> float:
-    """Wrong bits per sequence (the evaluation sequences of benchmarks/ntm_sort_vs_lstm.py)."""
+    """Wrong bits per sequence on ``evaluation`` (:func:`sorter.evaluation_set`)."""
     model.eval()
     with torch.no_grad():
         wrong = wrong_bits(model(evaluation.inputs).logits, evaluation.targets).mean().item()
@@ -179,22 +177,16 @@ def main() -> None:
     torch.set_num_threads(1)
     seed_everything(config.seed)
     task = recipe.build(config)
-    model, loop = task.model, config.loop
+    model = task.model
     if args.load:
         model.load_state_dict(torch.load(args.load))
-    optimizer = build_optimizer(model.parameters(), loop)
-    scheduler = build_scheduler(optimizer, loop, task.lr_scale)
-    batches = iter(StepBatchSampler(len(task.train_set), loop.batch_size, config.seed))
-    curriculum = getattr(model, "curriculum", None)
-    final = PrioritySort(config.width, config.n_in, config.n_out).sample(500, torch.Generator().manual_seed(12345))
+    trainer = Trainer(task, config)
+    batches = iter(StepBatchSampler(len(task.train_set), config.loop.batch_size, config.seed))
+    curriculum = next((c for c in task.callbacks if isinstance(c, Curriculum)), None)
+    final = evaluation_set(PrioritySort(config.width, config.n_in, config.n_out))
     cpu0, wall0, running = time.process_time(), time.time(), None
     for step in range(1, args.steps + 1):
-        loss, metrics = task.loss(model, task.collate(next(batches)))
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        clip_gradients(model.parameters(), loop)
-        optimizer.step()
-        scheduler.step()
+        metrics = trainer.step(task.collate(next(batches)))
         running = metrics["bits"] if running is None else 0.98 * running + 0.02 * metrics["bits"]
         if step % 250 == 0:
             level = int(curriculum.level) if curriculum is not None else -1
@@ -204,13 +196,13 @@ def main() -> None:
             )
         if args.check_every and step % args.check_every == 0:
             print(f"step {step} evaluation: {score(model, final):.2f} wrong bits/seq", flush=True)
-        if not math.isfinite(loss.item()):
+        if not math.isfinite(metrics["loss"]):
             print("non-finite loss")
             break
     cpu, wall = time.process_time() - cpu0, time.time() - wall0
     if args.save:
         torch.save(model.state_dict(), args.save)
-    print(f"evaluation (the 500 sequences of benchmarks/ntm_sort_vs_lstm.py): {score(model, final):.2f} wrong bits/seq")
+    print(f"evaluation (the 500 sequences of ntm_sort_vs_lstm.py): {score(model, final):.2f} wrong bits/seq")
     model.eval()
     if args.show:
         with torch.no_grad():
