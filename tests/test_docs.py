@@ -1,0 +1,97 @@
+"""Every fenced ``python`` block of every page in docs/ and of README.md runs as written.
+
+A page's blocks run in order in one namespace, so a later block may use what an earlier one made.
+Each page runs in a fresh interpreter (matplotlib on Agg, a temporary working directory, seed 0,
+one thread), so nothing a page does, such as registering a name or writing a file, reaches another
+test. Tracebacks name the page and its line. A block that is not meant to run says so with
+``<!-- no-test -->`` alone on the line before its fence.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import NamedTuple
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = [*sorted((ROOT / "docs").rglob("*.md")), ROOT / "README.md"]
+NO_TEST = "<!-- no-test -->"
+FENCE = re.compile(r"^([ \t]*)```python[ \t]*\n(.*?)^[ \t]*```[ \t]*$", re.MULTILINE | re.DOTALL)
+RUNNER = """
+import json, sys
+import torch
+torch.manual_seed(0)
+torch.set_num_threads(1)
+namespace = {"__name__": "__main__"}
+for path, line, source in json.load(sys.stdin):
+    exec(compile("\\n" * (line - 1) + source, path, "exec"), namespace)
+"""
+
+
+class Block(NamedTuple):
+    line: int
+    """The page's line number of the block's first line of code."""
+    source: str
+    runs: bool
+    """False when ``<!-- no-test -->`` stands on the line before the fence."""
+
+
+def python_blocks(text: str) -> list[Block]:
+    """The fenced ``python`` blocks of a Markdown page, in order (indented fences, as in lists, too)."""
+    blocks = []
+    for match in FENCE.finditer(text):
+        before = text[: match.start()].rstrip("\n").rpartition("\n")[2].strip()
+        line = text.count("\n", 0, match.start(2)) + 1
+        blocks.append(Block(line, textwrap.dedent(match.group(2)), before != NO_TEST))
+    return blocks
+
+
+def _page_id(page: Path) -> str:
+    return str(page.relative_to(ROOT))
+
+
+RUNNABLE = [page for page in PAGES if any(block.runs for block in python_blocks(page.read_text()))]
+
+
+@pytest.mark.parametrize("page", RUNNABLE, ids=_page_id)
+def test_page_examples_run(page: Path, tmp_path: Path) -> None:
+    blocks = [(str(page), block.line, block.source) for block in python_blocks(page.read_text()) if block.runs]
+    result = subprocess.run(
+        [sys.executable, "-c", RUNNER],
+        input=json.dumps(blocks),
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "MPLBACKEND": "Agg"},
+        timeout=600,
+    )
+    if result.returncode != 0:
+        pytest.fail(f"{_page_id(page)}: an example failed\n{result.stderr}", pytrace=False)
+
+
+def test_every_python_fence_is_found() -> None:
+    for page in PAGES:
+        text = page.read_text()
+        fences = len(re.findall(r"^[ \t]*```python[ \t]*$", text, flags=re.MULTILINE))
+        assert len(python_blocks(text)) == fences, f"{_page_id(page)}: a python fence the test would not run"
+
+
+def test_blocks_keep_their_lines_and_the_marker_skips_one() -> None:
+    page = (
+        "text\n\n```python\nx = 1\n```\n\n"
+        "<!-- no-test -->\n```python\nraise SystemExit\n```\n\n"
+        "- item\n\n  ```python\n  y = x\n  ```\n"
+    )
+    blocks = python_blocks(page)
+    assert [(b.line, b.source, b.runs) for b in blocks] == [
+        (4, "x = 1\n", True),
+        (9, "raise SystemExit\n", False),
+        (15, "y = x\n", True),
+    ]
