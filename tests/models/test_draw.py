@@ -15,7 +15,7 @@ import torch
 from torch import Tensor
 from torch.distributions import Bernoulli, Normal, kl_divergence
 
-from foveal.models.draw import DRAW
+from foveal.models.draw import DRAW, DRAWSpec
 from foveal.registry import MODELS
 
 # -- a literal reference ------------------------------------------------------------------------
@@ -438,5 +438,19 @@ def test_state_dict_round_trip(attention):
 
 
 def test_registered():
-    model = MODELS.get("draw")(image_size=(6, 5), steps=2, enc_size=4, dec_size=4, z_size=2)
+    model = MODELS.get("draw")((6, 5), 1, steps=2, enc_size=4, dec_size=4, z_size=2)
     assert isinstance(model, DRAW)
+
+
+def test_a_spec_and_single_options_build_the_same_model():
+    spec = DRAWSpec(steps=2, enc_size=4, dec_size=5, z_size=2, read_size=3, write_size=2, learn_canvas=False)
+    torch.manual_seed(0)
+    a = DRAW((6, 5), 1, spec)
+    torch.manual_seed(0)
+    b = DRAW((6, 5), 1, DRAWSpec(steps=2, enc_size=4, z_size=2), dec_size=5, read_size=3, write_size=2,
+             learn_canvas=False)  # fmt: skip
+    assert a.spec == b.spec and "canvas0" not in dict(a.named_parameters())
+    for (name, p), q in zip(a.state_dict().items(), b.state_dict().values(), strict=True):
+        assert torch.equal(p, q), name
+    with pytest.raises(ValueError, match="did you mean 'z_size'"):
+        DRAW((6, 5), 1, z_siz=3)

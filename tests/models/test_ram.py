@@ -4,7 +4,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from foveal.models.ram import RAM, RAMOutput, glimpse_sensor, ram_loss
+from foveal.models.ram import RAM, RAMOrBaselineSpec, RAMOutput, RAMSpec, glimpse_sensor, ram_loss, ram_or_baseline
+from foveal.models.stn_classifier import CNN, GlimpseCNN
 from foveal.registry import MODELS
 
 
@@ -39,7 +40,7 @@ def test_glimpse_sensor_matches_the_literal_definition():
 
 def test_registered_and_shapes_in_train_and_eval_mode():
     assert "ram" in MODELS
-    model = MODELS.get("ram")(1, in_size=40, steps=3, glimpse=8, scales=2, hidden=32)
+    model = MODELS.get("ram")(1, 40, 10, glimpses=3, glimpse_size=8, scales=2, hidden=32)
     x = torch.rand(4, 1, 40, 40)
     out = model(x)
     assert isinstance(out, RAMOutput)
@@ -53,7 +54,7 @@ def test_registered_and_shapes_in_train_and_eval_mode():
 
 
 def test_sampling_follows_the_generator():
-    model = RAM(1, in_size=28, steps=3, glimpse=6, scales=2, hidden=16, std=0.3)
+    model = RAM(1, 28, 10, glimpses=3, glimpse_size=6, scales=2, hidden=16, std=0.3)
     x = torch.rand(2, 1, 28, 28)
     a = model(x, generator=torch.Generator().manual_seed(1)).locations
     b = model(x, generator=torch.Generator().manual_seed(1)).locations
@@ -64,9 +65,9 @@ def test_sampling_follows_the_generator():
 
 def test_wrong_input_shape_is_named():
     with pytest.raises(ValueError, match="images: expected shape"):
-        RAM(1, in_size=28)(torch.rand(2, 1, 30, 30))
+        RAM(1, 28, 10)(torch.rand(2, 1, 30, 30))
     with pytest.raises(ValueError, match="read"):
-        RAM(1, read="soft")  # type: ignore[arg-type]
+        RAM(1, 28, 10, read="soft")  # type: ignore[arg-type]
 
 
 def _grads(model, loss):
@@ -77,7 +78,7 @@ def _grads(model, loss):
 
 def test_hard_ram_every_parameter_gets_a_gradient_and_the_locator_only_through_reinforce():
     torch.manual_seed(0)
-    model = RAM(1, in_size=28, steps=3, glimpse=6, scales=2, hidden=16)
+    model = RAM(1, 28, 10, glimpses=3, glimpse_size=6, scales=2, hidden=16)
     x, y = torch.rand(8, 1, 28, 28), torch.randint(0, 10, (8,))
     grads = _grads(model, ram_loss(model(x, generator=torch.Generator().manual_seed(0)), y)[0])
     for name, grad in grads.items():
@@ -90,7 +91,7 @@ def test_hard_ram_every_parameter_gets_a_gradient_and_the_locator_only_through_r
 
 def test_gaussian_ram_trains_every_parameter_by_backprop_alone():
     torch.manual_seed(0)
-    model = RAM(1, in_size=28, steps=3, glimpse=6, scales=2, hidden=16, read="gaussian")
+    model = RAM(1, 28, 10, glimpses=3, glimpse_size=6, scales=2, hidden=16, read="gaussian")
     x, y = torch.rand(8, 1, 28, 28), torch.randint(0, 10, (8,))
     out = model(x)
     assert out.log_probs is None and out.baselines is None and not hasattr(model, "baseline")
@@ -101,7 +102,7 @@ def test_gaussian_ram_trains_every_parameter_by_backprop_alone():
 
 
 def test_gaussian_ram_starts_like_the_hard_one():
-    model = RAM(1, in_size=60, glimpse=12, read="gaussian")
+    model = RAM(1, 60, 10, glimpse_size=12, read="gaussian")
     out = model(torch.rand(2, 1, 60, 60))
     torch.testing.assert_close(out.extents[:, 0], torch.full((2,), 12.0))  # finest glimpse: 12 pixels
     assert out.locations[:, 0].abs().max() < 0.05  # near the centre
@@ -130,9 +131,9 @@ def test_reinforce_gradient_is_the_score_function_times_the_advantage():
 
 def test_state_dict_round_trip():
     torch.manual_seed(0)
-    a = RAM(1, in_size=28, steps=2, glimpse=6, scales=2, hidden=16).eval()
+    a = RAM(1, 28, 10, glimpses=2, glimpse_size=6, scales=2, hidden=16).eval()
     torch.manual_seed(1)
-    b = RAM(1, in_size=28, steps=2, glimpse=6, scales=2, hidden=16).eval()
+    b = RAM(1, 28, 10, glimpses=2, glimpse_size=6, scales=2, hidden=16).eval()
     x = torch.rand(2, 1, 28, 28)
     assert not torch.allclose(a(x).logits, b(x).logits)
     buffer = io.BytesIO()
@@ -149,7 +150,7 @@ def test_a_few_steps_of_training_stay_finite_and_fit(read):
     x = torch.zeros(32, 1, 28, 28)
     y = torch.randint(0, 2, (32,), generator=g)
     x[y == 0, :, 10:18, 10:18] = 1.0  # class 0: a bright square in the middle; class 1: nothing
-    model = RAM(1, in_size=28, classes=2, steps=2, glimpse=6, scales=2, hidden=16, read=read, core="lstm")
+    model = RAM(1, 28, classes=2, glimpses=2, glimpse_size=6, scales=2, hidden=16, read=read, core="lstm")
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
     ces = []
     for _ in range(20):
@@ -160,3 +161,22 @@ def test_a_few_steps_of_training_stay_finite_and_fit(read):
         assert torch.isfinite(loss)
         ces.append(metrics["ce"])
     assert ces[-1] < 0.5 * ces[0]
+
+
+def test_a_spec_and_single_options_build_the_same_model():
+    torch.manual_seed(0)
+    a = RAM(1, 28, 10, RAMSpec(glimpses=2, glimpse_size=6, scales=2, hidden=16, read="gaussian"))
+    torch.manual_seed(0)
+    b = RAM(1, 28, 10, RAMSpec(read="gaussian"), glimpses=2, glimpse_size=6, scales=2, hidden=16)
+    assert a.spec == b.spec
+    for (name, p), q in zip(a.state_dict().items(), b.state_dict().values(), strict=True):
+        assert torch.equal(p, q), name
+    with pytest.raises(ValueError, match="did you mean 'glimpses'"):
+        RAM(1, 28, 10, glimpse=3)
+
+
+def test_the_recipe_spec_names_ram_or_a_baseline():
+    model = ram_or_baseline(1, 28, 10, RAMOrBaselineSpec(glimpses=2, glimpse_size=6, scales=2, hidden=16))
+    assert type(model) is RAM and model.spec.glimpses == 2
+    assert type(ram_or_baseline(1, 28, 10, RAMOrBaselineSpec(name="glimpse-cnn"))) is GlimpseCNN
+    assert type(ram_or_baseline(1, 28, 10, RAMOrBaselineSpec(name="cnn"))) is CNN

@@ -4,7 +4,16 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from foveal.models.stn_classifier import CNN, STCNN, GlimpseCNN, transform_box
+from foveal.models.stn_classifier import (
+    CNN,
+    STCNN,
+    CNNSpec,
+    GlimpseCNN,
+    STCNNSpec,
+    STNSpec,
+    stn_classifier,
+    transform_box,
+)
 from foveal.registry import MODELS
 
 TRANSFORMS = ["affine", "no_shear", "attention", "projective"]
@@ -13,12 +22,12 @@ TRANSFORMS = ["affine", "no_shear", "attention", "projective"]
 def test_registered_by_name():
     for name in ("cnn", "stcnn", "glimpse-cnn"):
         assert name in MODELS
-    assert isinstance(MODELS.get("stcnn")(1, in_size=28), STCNN)
+    assert isinstance(MODELS.get("stcnn")(1, 28, 10), STCNN)
 
 
 @pytest.mark.parametrize("transform", TRANSFORMS)
 def test_stcnn_shapes_and_identity_start(transform):
-    model = STCNN(1, in_size=42, transform=transform)
+    model = STCNN(1, 42, 10, transform=transform)
     x = torch.rand(3, 1, 42, 42)
     logits, theta, seen = model(x)
     assert logits.shape == (3, 10) and torch.isfinite(logits).all()
@@ -30,14 +39,14 @@ def test_stcnn_shapes_and_identity_start(transform):
 
 
 def test_stcnn_smaller_output_and_plain_models():
-    logits, _, seen = STCNN(1, in_size=60, out_size=28)(torch.rand(2, 1, 60, 60))
+    logits, _, seen = STCNN(1, 60, 10, out_size=28)(torch.rand(2, 1, 60, 60))
     assert logits.shape == (2, 10) and seen.shape == (2, 1, 28, 28)
-    out = CNN(3, in_size=32, classes=5)(torch.rand(2, 3, 32, 32))
+    out = CNN(3, 32, 5)(torch.rand(2, 3, 32, 32))
     assert out.logits.shape == (2, 5) and out.theta is None and out.transformed is None
-    assert GlimpseCNN(1, in_size=60)(torch.rand(2, 1, 60, 60)).logits.shape == (2, 10)
+    assert GlimpseCNN(1, 60, 10)(torch.rand(2, 1, 60, 60)).logits.shape == (2, 10)
 
 
-@pytest.mark.parametrize("model", [CNN(1, in_size=28), STCNN(1, in_size=28), GlimpseCNN(1, in_size=28)])
+@pytest.mark.parametrize("model", [CNN(1, 28, 10), STCNN(1, 28, 10), GlimpseCNN(1, 28, 10)])
 def test_wrong_input_shape_is_named(model):
     with pytest.raises(ValueError, match="images: expected shape"):
         model(torch.rand(2, 1, 30, 30))
@@ -45,7 +54,7 @@ def test_wrong_input_shape_is_named(model):
 
 @pytest.mark.parametrize("transform", TRANSFORMS)
 def test_every_parameter_gets_a_gradient(transform):
-    model = STCNN(1, in_size=28, transform=transform)
+    model = STCNN(1, 28, 10, transform=transform)
     # At the identity start the regressor's weight is zero, which blocks the gradient into the rest of
     # the localisation net; one optimiser step moves it, so test from a slightly moved regressor.
     regressor = model.transformer.localization[-1]
@@ -58,7 +67,7 @@ def test_every_parameter_gets_a_gradient(transform):
         assert p.grad.abs().sum() > 0, f"{name} gets a zero gradient"
 
 
-@pytest.mark.parametrize("factory", [lambda: CNN(1, in_size=28), lambda: STCNN(1, in_size=28, transform="attention")])
+@pytest.mark.parametrize("factory", [lambda: CNN(1, 28, 10), lambda: STCNN(1, 28, 10, transform="attention")])
 def test_state_dict_round_trip(factory):
     torch.manual_seed(0)
     a = factory()
@@ -107,7 +116,7 @@ def test_a_few_steps_of_training_reduce_the_loss():
     y = torch.randint(0, 2, (64,), generator=g)
     x[y == 0, :, 4:12, 4:12] = 1.0  # class 0: a square top-left, class 1: bottom-right
     x[y == 1, :, 16:24, 16:24] = 1.0
-    model = STCNN(1, in_size=28, width=4, hidden=16)
+    model = STCNN(1, 28, 2, width=4, hidden=16)
     optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
     losses = []
     for _ in range(15):
@@ -117,3 +126,29 @@ def test_a_few_steps_of_training_reduce_the_loss():
         optimizer.step()
         losses.append(loss.item())
     assert all(map(lambda v: v == v, losses)) and losses[-1] < 0.5 * losses[0]
+
+
+def test_a_spec_and_single_options_build_the_same_model():
+    spec = STCNNSpec(transform="attention", out_size=20, width=4, hidden=8)
+    torch.manual_seed(0)
+    a = STCNN(1, 28, 10, spec)
+    torch.manual_seed(0)
+    b = STCNN(1, 28, 10, transform="attention", out_size=20, width=4, hidden=8)
+    torch.manual_seed(0)
+    c = STCNN(1, 28, 10, STCNNSpec(transform="attention"), out_size=20, width=4, hidden=8)  # options replace fields
+    assert a.spec == b.spec == c.spec
+    for other in (b, c):
+        for (name, p), q in zip(a.state_dict().items(), other.state_dict().values(), strict=True):
+            assert torch.equal(p, q), name
+    with pytest.raises(ValueError, match="did you mean 'hidden'"):
+        CNN(1, 28, 10, hiden=8)
+
+
+def test_stn_spec_names_the_classifier_and_carries_its_options():
+    plain = stn_classifier(1, 28, 10, STNSpec(name="cnn", width=4, transform="projective"))
+    assert type(plain) is CNN and plain.features[0].out_channels == 4  # the CNN reads only its own fields
+    st = stn_classifier(1, 42, 10, STNSpec(transform="attention", out_size=28, width=4))
+    assert type(st) is STCNN and st.transformer.out_size == (28, 28) and st.cnn.features[0].out_channels == 4
+    assert isinstance(STNSpec(), STCNNSpec) and isinstance(STNSpec(), CNNSpec)
+    with pytest.raises(ValueError, match="name"):
+        stn_classifier(1, 28, 10, STNSpec(name="mlp"))  # type: ignore[arg-type]

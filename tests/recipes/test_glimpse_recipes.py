@@ -36,30 +36,30 @@ def data_sets(tmp_path):
 @pytest.mark.parametrize(
     ("recipe", "sets", "figure"),
     [
-        ("stn", {"distortion": "RTS", "model": "stcnn", "transform": "attention"}, "transformer.png"),
-        ("stn", {"distortion": "R", "model": "cnn"}, "transformer.png"),
+        ("stn", {"distortion": "RTS", "model.name": "stcnn", "model.transform": "attention"}, "transformer.png"),
+        ("stn", {"distortion": "R", "model.name": "cnn"}, "transformer.png"),
         (
             "stn",
-            {"distortion": "cluttered", "model": "stcnn", "transform": "attention", "read": "gaussian"},
+            {"distortion": "cluttered", "model.transform": "attention", "model.read": "gaussian"},
             "transformer.png",
         ),
-        ("ram", {"distortion": "cluttered", "read": "hard"}, "glimpses.png"),
-        ("ram", {"distortion": "translated", "read": "gaussian"}, "glimpses.png"),
-        ("ram", {"distortion": "cluttered", "model": "glimpse-cnn"}, None),
+        ("ram", {"distortion": "cluttered", "model.read": "hard"}, "glimpses.png"),
+        ("ram", {"distortion": "translated", "model.read": "gaussian"}, "glimpses.png"),
+        ("ram", {"distortion": "cluttered", "model.name": "glimpse-cnn"}, None),
     ],
 )
 def test_ci_preset_trains_evaluates_and_draws(tmp_path, data_sets, recipe, sets, figure):
     load_all()
-    run_dir, final = start_run(recipe, "ci", sets={**data_sets, **sets}, out=tmp_path / "run")
+    run, final = start_run(recipe, "ci", sets={**data_sets, **sets}, out=tmp_path / "run")
     assert 0 <= final["error"] <= 100 and math.isfinite(final["loss"])
-    assert eval_run(run_dir) == final  # evaluation is deterministic (RAM looks at its mean locations)
+    assert eval_run(run.dir) == final  # evaluation is deterministic (RAM looks at its mean locations)
     # Where the transformer looks is measured when the data knows where the object is.
-    located = recipe == "stn" and sets.get("model") == "stcnn" and sets["distortion"] == "cluttered"
+    located = recipe == "stn" and sets.get("model.name", "stcnn") == "stcnn" and sets["distortion"] == "cluttered"
     assert ("iou" in final and "centre_px" in final) == located
     if located:
         assert 0 <= final["iou"] <= 1 and final["centre_px"] >= 0
     if figure is None:
         with pytest.raises(ValueError, match="draws no figures"):
-            show_run(load_run(run_dir))
+            show_run(load_run(run.dir))
     else:
-        assert [p.name for p in show_run(load_run(run_dir))] == [figure]
+        assert [p.name for p in show_run(load_run(run.dir))] == [figure]

@@ -34,7 +34,8 @@ before the loop. Without attention, ``W x`` is computed once, not ``T`` times.
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -43,6 +44,7 @@ from torch import Tensor, nn
 from foveal._checks import check_shape
 from foveal.glimpse.gaussian import draw_window, gaussian_read, gaussian_write
 from foveal.registry import MODELS
+from foveal.specs import resolve_spec
 
 LOG_LIMIT = 10.0
 """Guard: the encoder's ``log sigma`` is clamped to ``[-LOG_LIMIT, LOG_LIMIT]`` so ``sigma^2`` can
@@ -55,6 +57,20 @@ outside it the value stops (zero gradient), which training never needs to reach.
 def guard(value: Tensor, limit: float = LOG_LIMIT) -> Tensor:
     """``value`` clamped to ``[-limit, limit]`` (see :data:`LOG_LIMIT`)."""
     return value.clamp(-limit, limit)
+
+
+@dataclass
+class DRAWSpec:
+    """The options of :class:`DRAW`, each with its default (the paper's MNIST model)."""
+
+    steps: int = 64  # T, the number of drawing steps
+    enc_size: int = 256  # hidden size of the encoder LSTM
+    dec_size: int = 256  # hidden size of the decoder LSTM
+    z_size: int = 100  # Z, latent dimensions per step
+    attention: bool = True  # Gaussian read and write heads; False: whole-image ones
+    read_size: int = 2  # N of the read grid (an N x N glimpse per channel and image)
+    write_size: int = 5  # N of the write grid
+    learn_canvas: bool = True  # learn the start canvas c_0 (zero at the start); False keeps c_0 = 0
 
 
 class DRAWOutput(NamedTuple):
@@ -93,20 +109,14 @@ class Generation(NamedTuple):
     write_params: Tensor | None
 
 
+@MODELS.register("draw")
 class DRAW(nn.Module):
     """DRAW with or without attention (see the module docstring for the equations).
 
     Args:
         image_size: ``(H, W)`` of the images.
         channels: image channels ``C`` (the filterbanks are shared by the channels).
-        steps: ``T``, the number of drawing steps.
-        enc_size: hidden size of the encoder LSTM.
-        dec_size: hidden size of the decoder LSTM.
-        z_size: ``Z``, latent dimensions per step.
-        attention: True for the Gaussian read and write heads, False for whole-image ones.
-        read_size: ``N`` of the read grid (``N x N`` glimpse per channel and image).
-        write_size: ``N`` of the write grid.
-        learn_canvas: learn the start canvas ``c_0`` (initialised to 0); False keeps ``c_0 = 0``.
+        spec: the options (:class:`DRAWSpec`); single options may also be given by name.
 
     Shape:
         - x: ``(B, C, H, W)``, binary (0 or 1) values
@@ -119,7 +129,8 @@ class DRAW(nn.Module):
         ``g~ = 0`` puts the grid's centre at ``((W + 1) / 2, (H + 1) / 2)``, the image centre.
 
     Example:
-        >>> model = DRAW((8, 8), steps=3, enc_size=16, dec_size=16, z_size=4, read_size=2, write_size=3)
+        >>> spec = DRAWSpec(steps=3, enc_size=16, dec_size=16, z_size=4, read_size=2, write_size=3)
+        >>> model = DRAW((8, 8), 1, spec)
         >>> x = (torch.rand(5, 1, 8, 8) > 0.5).float()
         >>> out = model(x)
         >>> out.logits.shape, out.nll.shape, out.kl.shape
@@ -129,20 +140,12 @@ class DRAW(nn.Module):
     """
 
     def __init__(
-        self,
-        image_size: tuple[int, int] = (28, 28),
-        channels: int = 1,
-        *,
-        steps: int = 64,
-        enc_size: int = 256,
-        dec_size: int = 256,
-        z_size: int = 100,
-        attention: bool = True,
-        read_size: int = 2,
-        write_size: int = 5,
-        learn_canvas: bool = True,
+        self, image_size: tuple[int, int], channels: int, spec: DRAWSpec | None = None, **options: Any
     ) -> None:
         super().__init__()
+        self.spec = spec = resolve_spec(DRAWSpec, spec, options)
+        steps, enc_size, dec_size, z_size = spec.steps, spec.enc_size, spec.dec_size, spec.z_size
+        attention, read_size, write_size = spec.attention, spec.read_size, spec.write_size
         H, W = image_size
         if min(H, W, channels, steps, enc_size, dec_size, z_size, read_size, write_size) < 1:
             raise ValueError("DRAW: every size must be >= 1")
@@ -157,7 +160,7 @@ class DRAW(nn.Module):
         # per-pixel bias and learns the mean image at once; the 5 x 5 attentive writer has none.
         # A learned c_0 gives both the same start.
         canvas0 = torch.zeros(channels, H, W)
-        if learn_canvas:
+        if spec.learn_canvas:
             self.canvas0 = nn.Parameter(canvas0)
         else:
             self.register_buffer("canvas0", canvas0)
@@ -414,9 +417,3 @@ class DRAW(nn.Module):
         B = x.shape[0]
         log_w = self(x.repeat(k, 1, 1, 1), generator=generator).log_weight.view(k, B)
         return -(torch.logsumexp(log_w, dim=0) - math.log(k))
-
-
-@MODELS.register("draw")
-def draw(**kwargs: object) -> DRAW:
-    """``DRAW(**kwargs)``, by name."""
-    return DRAW(**kwargs)  # type: ignore[arg-type]

@@ -34,7 +34,8 @@ Convention:
 from __future__ import annotations
 
 import math
-from typing import Literal, NamedTuple
+from dataclasses import dataclass
+from typing import Any, Literal, NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -42,11 +43,39 @@ from torch import Tensor, nn
 
 from foveal._checks import check_shape
 from foveal.glimpse import crop, gaussian_read
+from foveal.models.stn_classifier import CNN, GlimpseCNN
 from foveal.registry import MODELS
+from foveal.specs import resolve_spec
 
-__all__ = ["RAM", "RAMOutput", "glimpse_sensor", "ram_loss"]
+__all__ = ["RAM", "RAMOrBaselineSpec", "RAMOutput", "RAMSpec", "glimpse_sensor", "ram_loss", "ram_or_baseline"]
 
 Read = Literal["hard", "gaussian"]
+
+
+@dataclass
+class RAMSpec:
+    """The options of :class:`RAM`, each with its default (the RAM paper's)."""
+
+    read: Read = "hard"  # "hard" crops trained by REINFORCE, or "gaussian" filterbank reads trained by backprop
+    glimpses: int = 6  # T, the number of glimpses
+    glimpse_size: int = 12  # g, side of each glimpse patch in pixels (and of the Gaussian read's N x N)
+    scales: int = 3  # k, patches per glimpse, each twice the side of the previous
+    glimpse_hidden: int = 128  # width of h_g, the glimpse network's "what"
+    location_hidden: int = 128  # width of h_l, the glimpse network's "where"
+    hidden: int = 256  # width of g_t and of the core state h_t
+    core: Literal["rnn", "lstm"] = "rnn"  # "rnn" (the paper's rectifier core) or "lstm"
+    std: float = 0.15  # the location policy's fixed standard deviation (normalised units)
+
+
+@dataclass
+class RAMOrBaselineSpec(RAMSpec):
+    """The ``ram`` recipe's classifier: RAM with these options, or a conv baseline (``name``).
+
+    :func:`ram_or_baseline` builds it; the baselines take their default options.
+    """
+
+    # "ram"; or, on the whole canvas, "glimpse-cnn" (the RAM paper's conv net) or "cnn" (the stn recipe's)
+    name: Literal["ram", "glimpse-cnn", "cnn"] = "ram"
 
 
 class RAMOutput(NamedTuple):
@@ -100,6 +129,7 @@ def glimpse_sensor(images: Tensor, locations: Tensor, size: int, scales: int) ->
     return torch.cat(patches, dim=1)
 
 
+@MODELS.register("ram")
 class RAM(nn.Module):
     """The Recurrent Attention Model; ``read="hard"`` (REINFORCE) or ``"gaussian"`` (backprop only).
 
@@ -107,60 +137,43 @@ class RAM(nn.Module):
         in_channels: channels of the images.
         in_size: side of the (square) input; sets the Gaussian read's initial zoom.
         classes: number of classes.
-        steps: ``T``, the number of glimpses.
-        glimpse: ``g``, side of each glimpse patch in pixels (and of the Gaussian read's ``N x N``).
-        scales: ``k``, patches per glimpse, each twice the side of the previous.
-        glimpse_hidden, location_hidden: widths of ``h_g`` and ``h_l``.
-        hidden: width of ``g_t`` and of the core state ``h_t``.
-        core: ``"rnn"`` (the paper's rectifier core) or ``"lstm"``.
-        std: the location policy's fixed standard deviation (normalised units).
-        read: ``"hard"`` crops or ``"gaussian"`` filterbank reads.
+        spec: the options (:class:`RAMSpec`); single options may also be given by name.
 
     Shape:
         - images: ``(B, in_channels, in_size, in_size)``
-        - output: :class:`RAMOutput` (``T = steps``)
+        - output: :class:`RAMOutput` (``T = spec.glimpses``)
 
     Convention:
         See the module docstring. The first location is drawn from the policy at the zero state,
         so it is learned like the others.
 
     Example:
-        >>> model = RAM(1, in_size=60, steps=4)
+        >>> model = RAM(1, 60, 10, glimpses=4)
         >>> out = model(torch.rand(2, 1, 60, 60))
         >>> out.logits.shape, out.locations.shape, out.log_probs.shape
         (torch.Size([2, 10]), torch.Size([2, 4, 2]), torch.Size([2, 4]))
     """
 
     def __init__(
-        self,
-        in_channels: int = 1,
-        *,
-        in_size: int = 60,
-        classes: int = 10,
-        steps: int = 6,
-        glimpse: int = 12,
-        scales: int = 3,
-        glimpse_hidden: int = 128,
-        location_hidden: int = 128,
-        hidden: int = 256,
-        core: Literal["rnn", "lstm"] = "rnn",
-        std: float = 0.15,
-        read: Read = "hard",
+        self, in_channels: int, in_size: int, classes: int, spec: RAMSpec | None = None, **options: Any
     ) -> None:
         super().__init__()
+        self.spec = spec = resolve_spec(RAMSpec, spec, options)
+        read, core, hidden, scales = spec.read, spec.core, spec.hidden, spec.scales
+        steps, glimpse = spec.glimpses, spec.glimpse_size
         if read not in ("hard", "gaussian"):
             raise ValueError(f"read: expected 'hard' or 'gaussian', got {read!r}")
         if core not in ("rnn", "lstm"):
             raise ValueError(f"core: expected 'rnn' or 'lstm', got {core!r}")
         self.in_channels, self.in_size = in_channels, in_size
         self.steps, self.glimpse, self.scales = steps, glimpse, scales
-        self.hidden, self.std, self.read, self.core_kind = hidden, std, read, core
+        self.hidden, self.std, self.read, self.core_kind = hidden, spec.std, read, core
         # Where: the hard read's (x, y); the Gaussian read's (g~_X, g~_Y, log sigma^2, log delta~).
         where = 2 if read == "hard" else 4
-        self.glimpse_what = nn.Linear(scales * in_channels * glimpse * glimpse, glimpse_hidden)
-        self.glimpse_where = nn.Linear(where, location_hidden)
-        self.glimpse_out_what = nn.Linear(glimpse_hidden, hidden)
-        self.glimpse_out_where = nn.Linear(location_hidden, hidden)
+        self.glimpse_what = nn.Linear(scales * in_channels * glimpse * glimpse, spec.glimpse_hidden)
+        self.glimpse_where = nn.Linear(where, spec.location_hidden)
+        self.glimpse_out_what = nn.Linear(spec.glimpse_hidden, hidden)
+        self.glimpse_out_where = nn.Linear(spec.location_hidden, hidden)
         self.core = nn.RNNCell(hidden, hidden, nonlinearity="relu") if core == "rnn" else nn.LSTMCell(hidden, hidden)
         self.locator = nn.Linear(hidden, where)
         self.classifier = nn.Linear(hidden, classes)
@@ -266,7 +279,7 @@ def ram_loss(output: RAMOutput, labels: Tensor, *, reinforce_weight: float = 1.0
         ``reinforce`` and ``baseline_mse``.
 
     Example:
-        >>> model = RAM(1, in_size=28, steps=2, glimpse=8, scales=2)
+        >>> model = RAM(1, 28, 10, RAMSpec(glimpses=2, glimpse_size=8, scales=2))
         >>> loss, metrics = ram_loss(model(torch.rand(3, 1, 28, 28)), torch.tensor([0, 1, 2]))
         >>> sorted(metrics)
         ['acc', 'baseline_mse', 'ce', 'reinforce', 'reward']
@@ -285,7 +298,20 @@ def ram_loss(output: RAMOutput, labels: Tensor, *, reinforce_weight: float = 1.0
     return ce + reinforce_weight * reinforce + baseline_mse, metrics
 
 
-@MODELS.register("ram")
-def ram(in_channels: int = 1, **kwargs: object) -> RAM:
-    """``RAM(in_channels, **kwargs)``, by name (``read="hard"`` or ``"gaussian"``)."""
-    return RAM(in_channels, **kwargs)  # type: ignore[arg-type]
+def ram_or_baseline(
+    in_channels: int, in_size: int, classes: int, spec: RAMOrBaselineSpec | None = None
+) -> RAM | GlimpseCNN | CNN:
+    """The classifier ``spec.name`` names: :class:`RAM` with ``spec``'s options, or a baseline with its defaults.
+
+    Example:
+        >>> type(ram_or_baseline(1, 60, 10, RAMOrBaselineSpec(name="glimpse-cnn"))).__name__
+        'GlimpseCNN'
+    """
+    spec = spec or RAMOrBaselineSpec()
+    if spec.name == "ram":
+        return RAM(in_channels, in_size, classes, spec)
+    if spec.name == "glimpse-cnn":
+        return GlimpseCNN(in_channels, in_size, classes)
+    if spec.name == "cnn":
+        return CNN(in_channels, in_size, classes)
+    raise ValueError(f"name: expected 'ram', 'glimpse-cnn' or 'cnn', got {spec.name!r}")

@@ -8,6 +8,10 @@
 - :class:`GlimpseCNN`: the RAM paper's convolutional baseline (one layer of 8 10 x 10 filters
   with stride 5, 256 rectified units, softmax).
 
+Each takes its options as a spec (:class:`CNNSpec`, :class:`STCNNSpec`, :class:`GlimpseCNNSpec`) or
+by name. The ``stn`` recipe's :class:`STNSpec` is :class:`STCNNSpec` with the choice of model
+(``name``), and :func:`stn_classifier` builds what it names.
+
 Every classifier returns a :class:`ClassifierOutput` ``(logits, theta, transformed)``; the plain
 CNNs give ``None`` for the last two.
 
@@ -20,7 +24,8 @@ Convention:
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from dataclasses import dataclass
+from typing import Any, Literal, NamedTuple
 
 import torch
 from torch import Tensor, nn
@@ -28,8 +33,21 @@ from torch import Tensor, nn
 from foveal._checks import check_shape
 from foveal.glimpse.transformer import IDENTITY, Read, SpatialTransformer, Transform
 from foveal.registry import MODELS
+from foveal.specs import resolve_spec
 
-__all__ = ["CNN", "STCNN", "ClassifierOutput", "GlimpseCNN", "localization_net", "transform_box"]
+__all__ = [
+    "CNN",
+    "STCNN",
+    "CNNSpec",
+    "ClassifierOutput",
+    "GlimpseCNN",
+    "GlimpseCNNSpec",
+    "STCNNSpec",
+    "STNSpec",
+    "localization_net",
+    "stn_classifier",
+    "transform_box",
+]
 
 
 class ClassifierOutput(NamedTuple):
@@ -44,12 +62,53 @@ class ClassifierOutput(NamedTuple):
     transformed: Tensor | None = None
 
 
+@dataclass
+class CNNSpec:
+    """The options of :class:`CNN`, each with its default."""
+
+    width: int = 16  # channels of the first conv layer (the second has twice as many)
+    hidden: int = 128  # units of the hidden fully connected layer
+    dropout: float = 0.0  # dropout before the last layer
+
+
+@dataclass
+class STCNNSpec(CNNSpec):
+    """The options of :class:`STCNN`: its CNN's (:class:`CNNSpec`) and its transformer's."""
+
+    transform: Transform = "affine"  # what the localisation net regresses (foveal.glimpse.transformer)
+    out_size: int | None = None  # side of the transformer's output, which the CNN reads (None: the input's)
+    # "bilinear" (the STN's sampler) or "gaussian" (one Gaussian on each sampling point; attention, no_shear)
+    read: Read = "bilinear"
+    gaussian_std: float = 0.5  # read="gaussian": the Gaussians' std in strides
+    loc_width: int = 8  # channels of the localisation net's first conv layer
+    loc_hidden: int = 32  # units of the localisation net's hidden layer
+
+
+@dataclass
+class STNSpec(STCNNSpec):
+    """The ``stn`` recipe's classifier: which one (``name``) and the options of both.
+
+    :func:`stn_classifier` builds it; :class:`CNN` reads only the :class:`CNNSpec` fields.
+    """
+
+    name: Literal["cnn", "stcnn"] = "stcnn"  # "cnn": the CNN alone; "stcnn": a spatial transformer, then the CNN
+
+
+@dataclass
+class GlimpseCNNSpec:
+    """The options of :class:`GlimpseCNN`, each with its default (the RAM paper's)."""
+
+    filters: int = 8  # 10 x 10 filters of the one conv layer (stride 5)
+    hidden: int = 256  # rectified units of the hidden layer
+
+
 def _pooled(size: int, stages: int) -> int:
     for _ in range(stages):
         size //= 2
     return size
 
 
+@MODELS.register("cnn")
 class CNN(nn.Module):
     """conv(5x5, w) - ReLU - maxpool 2 - conv(5x5, 2w) - ReLU - maxpool 2 - FC(hidden) - ReLU - FC(classes).
 
@@ -57,30 +116,24 @@ class CNN(nn.Module):
         in_channels: channels of the input images.
         in_size: side of the (square) input; fixes the first fully connected layer's width.
         classes: number of classes.
-        width: channels of the first conv layer (the second has twice as many).
-        hidden: units of the hidden fully connected layer.
-        dropout: dropout before the last layer.
+        spec: the options (:class:`CNNSpec`: ``width``, ``hidden``, ``dropout``); single options may
+            also be given by name.
 
     Shape:
         - images: ``(B, in_channels, in_size, in_size)``
         - logits: ``(B, classes)``
 
     Example:
-        >>> CNN(1, in_size=28)(torch.rand(2, 1, 28, 28)).logits.shape
+        >>> CNN(1, 28, 10)(torch.rand(2, 1, 28, 28)).logits.shape
         torch.Size([2, 10])
     """
 
     def __init__(
-        self,
-        in_channels: int = 1,
-        *,
-        in_size: int = 28,
-        classes: int = 10,
-        width: int = 16,
-        hidden: int = 128,
-        dropout: float = 0.0,
+        self, in_channels: int, in_size: int, classes: int, spec: CNNSpec | None = None, **options: Any
     ) -> None:
         super().__init__()
+        self.spec = spec = resolve_spec(CNNSpec, spec, options)
+        width = spec.width
         self.in_channels, self.in_size = in_channels, in_size
         side = _pooled(in_size, 2)
         if side < 1:
@@ -95,10 +148,10 @@ class CNN(nn.Module):
         )
         self.head = nn.Sequential(
             nn.Flatten(),
-            nn.Linear(2 * width * side * side, hidden),
+            nn.Linear(2 * width * side * side, spec.hidden),
             nn.ReLU(),
-            nn.Dropout(dropout),
-            nn.Linear(hidden, classes),
+            nn.Dropout(spec.dropout),
+            nn.Linear(spec.hidden, classes),
         )
 
     def forward(self, images: Tensor) -> ClassifierOutput:
@@ -135,21 +188,16 @@ def localization_net(in_channels: int, n_params: int, *, width: int = 8, hidden:
     )
 
 
+@MODELS.register("stcnn")
 class STCNN(nn.Module):
     """A spatial transformer, then :class:`CNN` on its output (the STN paper's ST-CNN).
 
     Args:
         in_channels: channels of the input images.
         in_size: side of the input.
-        out_size: side of the transformer's output, which the CNN classifies (default: ``in_size``).
-            Smaller than ``in_size`` lets the transformer zoom into a large canvas at the CNN's cost.
-        classes, width, hidden, dropout: as in :class:`CNN`.
-        transform: ``"affine"``, ``"no_shear"``, ``"attention"`` or ``"projective"``.
-        loc_width, loc_hidden: sizes of the localisation net (:func:`localization_net`).
-        read: ``"bilinear"`` (the STN's sampler) or ``"gaussian"`` (a Gaussian glimpse at the same
-            points, ``gaussian_std`` strides wide; ``"attention"`` and ``"no_shear"`` only): the
-            two arms of the end-to-end trainability comparison in ``docs/glimpses.md``.
-        gaussian_std: the Gaussians' std in strides.
+        classes: number of classes.
+        spec: the options (:class:`STCNNSpec`: the CNN's, ``transform``, ``out_size``, ``read``,
+            ``gaussian_std``, ``loc_width``, ``loc_hidden``); single options may also be given by name.
 
     Shape:
         - images: ``(B, in_channels, in_size, in_size)``
@@ -161,38 +209,27 @@ class STCNN(nn.Module):
         initialisation ``theta`` is the identity (the transformer passes the image through).
 
     Example:
-        >>> model = STCNN(1, in_size=42, out_size=28, transform="attention")
+        >>> model = STCNN(1, 42, 10, STCNNSpec(transform="attention"), out_size=28)
         >>> logits, theta, seen = model(torch.rand(2, 1, 42, 42))
         >>> logits.shape, theta.shape, seen.shape
         (torch.Size([2, 10]), torch.Size([2, 2, 3]), torch.Size([2, 1, 28, 28]))
     """
 
     def __init__(
-        self,
-        in_channels: int = 1,
-        *,
-        in_size: int = 28,
-        out_size: int | None = None,
-        classes: int = 10,
-        width: int = 16,
-        hidden: int = 128,
-        dropout: float = 0.0,
-        transform: Transform = "affine",
-        loc_width: int = 8,
-        loc_hidden: int = 32,
-        read: Read = "bilinear",
-        gaussian_std: float = 0.5,
+        self, in_channels: int, in_size: int, classes: int, spec: STCNNSpec | None = None, **options: Any
     ) -> None:
         super().__init__()
-        if transform not in IDENTITY:
-            raise ValueError(f"transform: expected one of {tuple(IDENTITY)}, got {transform!r}")
+        self.spec = spec = resolve_spec(STCNNSpec, spec, options)
+        if spec.transform not in IDENTITY:
+            raise ValueError(f"transform: expected one of {tuple(IDENTITY)}, got {spec.transform!r}")
         self.in_channels, self.in_size = in_channels, in_size
-        out_size = out_size or in_size
-        localization = localization_net(in_channels, len(IDENTITY[transform]), width=loc_width, hidden=loc_hidden)
+        out_size = spec.out_size or in_size
+        n_params = len(IDENTITY[spec.transform])
+        localization = localization_net(in_channels, n_params, width=spec.loc_width, hidden=spec.loc_hidden)
         self.transformer = SpatialTransformer(
-            localization, (out_size, out_size), transform=transform, read=read, gaussian_std=gaussian_std
+            localization, (out_size, out_size), transform=spec.transform, read=spec.read, gaussian_std=spec.gaussian_std
         )
-        self.cnn = CNN(in_channels, in_size=out_size, classes=classes, width=width, hidden=hidden, dropout=dropout)
+        self.cnn = CNN(in_channels, out_size, classes, spec)  # it reads the CNNSpec fields
 
     def forward(self, images: Tensor) -> ClassifierOutput:
         check_shape("images", images, (None, self.in_channels, self.in_size, self.in_size))
@@ -203,31 +240,54 @@ class STCNN(nn.Module):
         return (torch.rand(batch, self.in_channels, self.in_size, self.in_size, generator=generator),)
 
 
+def stn_classifier(in_channels: int, in_size: int, classes: int, spec: STNSpec | None = None) -> CNN | STCNN:
+    """The classifier ``spec.name`` names, with its options from ``spec``.
+
+    Example:
+        >>> type(stn_classifier(1, 28, 10, STNSpec(name="cnn", width=4))).__name__
+        'CNN'
+    """
+    spec = spec or STNSpec()
+    if spec.name == "cnn":
+        return CNN(in_channels, in_size, classes, spec)
+    if spec.name == "stcnn":
+        return STCNN(in_channels, in_size, classes, spec)
+    raise ValueError(f"name: expected 'cnn' or 'stcnn', got {spec.name!r}")
+
+
+@MODELS.register("glimpse-cnn")
 class GlimpseCNN(nn.Module):
     """The RAM paper's convolutional baseline: conv(10x10, 8 filters, stride 5) - ReLU - FC(256) - ReLU - FC.
+
+    Args:
+        in_channels: channels of the input images.
+        in_size: side of the (square) input, at least 10.
+        classes: number of classes.
+        spec: the options (:class:`GlimpseCNNSpec`); single options may also be given by name.
 
     Shape:
         - images: ``(B, in_channels, in_size, in_size)``
         - logits: ``(B, classes)``
 
     Example:
-        >>> GlimpseCNN(1, in_size=60)(torch.rand(2, 1, 60, 60)).logits.shape
+        >>> GlimpseCNN(1, 60, 10)(torch.rand(2, 1, 60, 60)).logits.shape
         torch.Size([2, 10])
     """
 
     def __init__(
-        self, in_channels: int = 1, *, in_size: int = 60, classes: int = 10, filters: int = 8, hidden: int = 256
+        self, in_channels: int, in_size: int, classes: int, spec: GlimpseCNNSpec | None = None, **options: Any
     ) -> None:
         super().__init__()
+        self.spec = spec = resolve_spec(GlimpseCNNSpec, spec, options)
         self.in_channels, self.in_size = in_channels, in_size
         side = (in_size - 10) // 5 + 1
         self.net = nn.Sequential(
-            nn.Conv2d(in_channels, filters, 10, stride=5),
+            nn.Conv2d(in_channels, spec.filters, 10, stride=5),
             nn.ReLU(),
             nn.Flatten(),
-            nn.Linear(filters * side * side, hidden),
+            nn.Linear(spec.filters * side * side, spec.hidden),
             nn.ReLU(),
-            nn.Linear(hidden, classes),
+            nn.Linear(spec.hidden, classes),
         )
 
     def forward(self, images: Tensor) -> ClassifierOutput:
@@ -265,21 +325,3 @@ def transform_box(theta: Tensor, in_size: tuple[int, int]) -> Tensor:
     H, W = in_size
     scale = torch.tensor([W / 2, H / 2], dtype=theta.dtype)
     return (points + 1) * scale - 0.5
-
-
-@MODELS.register("cnn")
-def cnn(in_channels: int = 1, **kwargs: object) -> CNN:
-    """``CNN(in_channels, **kwargs)``, by name."""
-    return CNN(in_channels, **kwargs)  # type: ignore[arg-type]
-
-
-@MODELS.register("stcnn")
-def stcnn(in_channels: int = 1, **kwargs: object) -> STCNN:
-    """``STCNN(in_channels, **kwargs)``, by name."""
-    return STCNN(in_channels, **kwargs)  # type: ignore[arg-type]
-
-
-@MODELS.register("glimpse-cnn")
-def glimpse_cnn(in_channels: int = 1, **kwargs: object) -> GlimpseCNN:
-    """``GlimpseCNN(in_channels, **kwargs)``, by name (the RAM paper's conv baseline)."""
-    return GlimpseCNN(in_channels, **kwargs)  # type: ignore[arg-type]

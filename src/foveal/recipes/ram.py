@@ -2,13 +2,14 @@
 
 The RAM paper's (Mnih et al. 2014, sec. 4.1) comparison on 60 x 60 canvases: RAM with hard
 multi-scale glimpses trained by the hybrid loss (cross-entropy + REINFORCE with a learned
-baseline), its differentiable variant with Gaussian filterbank reads (``read=gaussian``, trained
-by backprop alone), and convolutional baselines on the whole canvas (``model=glimpse-cnn``, the
-paper's one-layer conv net; ``model=cnn``, :class:`~foveal.models.stn_classifier.CNN`).
-``evaluate`` reports the test error in percent (RAM looks at the mean locations, no sampling);
-``show`` draws the glimpse path over time.
+baseline), its differentiable variant with Gaussian filterbank reads (``model.read=gaussian``,
+trained by backprop alone), and convolutional baselines on the whole canvas
+(``model.name=glimpse-cnn``, the paper's one-layer conv net; ``model.name=cnn``,
+:class:`~foveal.models.stn_classifier.CNN`). The model is
+:class:`~foveal.models.ram.RAMOrBaselineSpec`. ``evaluate`` reports the test error in percent
+(RAM looks at the mean locations, no sampling); ``show`` draws the glimpse path over time.
 
-    foveal train ram --preset quick --set distortion=cluttered --set read=hard
+    foveal train ram --preset quick --set distortion=cluttered --set model.read=hard
 """
 
 from __future__ import annotations
@@ -20,24 +21,20 @@ from typing import Literal
 from torch import Tensor, nn
 from torch.utils.data import Dataset
 
-from foveal.models.ram import RAM, ram_loss
+from foveal.models.ram import RAMOrBaselineSpec, ram_loss, ram_or_baseline
 from foveal.recipes.base import LoopConfig, Recipe, RunConfig, Task
 from foveal.recipes.stn import ImageData, _figure_path, class_names, classification_loss, error_rate, image_sets
-from foveal.registry import MODELS, RECIPES
+from foveal.registry import RECIPES
 
 
 @dataclass
 class RAMConfig(RunConfig):
-    model: Literal["ram", "glimpse-cnn", "cnn"] = "ram"
+    """The ``ram`` recipe: RAM or a conv baseline (``model.*``), a 60 x 60 image set and the loop."""
+
+    # An LSTM core: the paper's rectifier core ("rnn") learned slower here
+    model: RAMOrBaselineSpec = field(default_factory=lambda: RAMOrBaselineSpec(core="lstm"))
     distortion: Literal["translated", "cluttered"] = "cluttered"
-    read: Literal["hard", "gaussian"] = "hard"
-    glimpses: int = 6  # T
-    glimpse_size: int = 12  # g
-    scales: int = 3  # k
-    hidden: int = 256
-    core: Literal["rnn", "lstm"] = "lstm"  # the paper's rectifier core ("rnn") learned slower here
-    std: float = 0.15  # the location policy's standard deviation (normalised units)
-    reinforce_weight: float = 1.0
+    reinforce_weight: float = 1.0  # w of the hybrid loss CE + w REINFORCE + baseline MSE (hard read)
     data: ImageData = field(default_factory=ImageData)
     loop: LoopConfig = field(
         default_factory=lambda: LoopConfig(steps=4000, batch_size=64, lr=1e-3, clip_norm=5.0, ckpt_every=1000)
@@ -48,20 +45,9 @@ def build_ram(config: RAMConfig) -> Task:
     train_set, test_set = image_sets(config.data, config.distortion)
     size = train_set.image_size
     names = class_names(config.data.dataset)
-    if config.model != "ram":
-        model = MODELS.get(config.model)(1, in_size=size)
+    model = ram_or_baseline(1, size, len(names), config.model)
+    if config.model.name != "ram":
         return Task(model, train_set, classification_loss, eval_set=test_set, evaluate=error_rate)
-    model = RAM(
-        1,
-        in_size=size,
-        steps=config.glimpses,
-        glimpse=config.glimpse_size,
-        scales=config.scales,
-        hidden=config.hidden,
-        core=config.core,
-        std=config.std,
-        read=config.read,
-    )
     weight = config.reinforce_weight
 
     def loss(model: nn.Module, batch: list[Tensor]) -> tuple[Tensor, dict[str, float]]:
@@ -122,9 +108,9 @@ RECIPES.register("ram")(
         config=RAMConfig,
         build=build_ram,
         presets={
-            "ci": {"loop.steps": 4, "loop.batch_size": 16, "data.n_train": 64, "data.n_test": 32, "glimpses": 2},
+            "ci": {"loop.steps": 4, "loop.batch_size": 16, "data.n_train": 64, "data.n_test": 32, "model.glimpses": 2},
             "quick": {"loop.steps": 6000, "data.n_test": 2000},
-            "full": {"loop.steps": 30000, "glimpses": 8, "loop.schedule": "cosine", "loop.warmup_steps": 200},
+            "full": {"loop.steps": 30000, "model.glimpses": 8, "loop.schedule": "cosine", "loop.warmup_steps": 200},
         },
     )
 )

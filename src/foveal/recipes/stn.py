@@ -3,10 +3,12 @@
 The STN paper's (Jaderberg et al. 2015, sec. 4.1) comparison: the same CNN, once on the
 distorted image and once on a spatial transformer's output, on rotated (R), rotated-translated-
 scaled (RTS, 42 x 42), projective (P), elastic (E) and cluttered (60 x 60) images
-(:mod:`foveal.data.images`). ``evaluate`` reports the test error in percent; ``show`` draws the
-input with the box the transform selects, and what the CNN then sees.
+(:mod:`foveal.data.images`). The model is :class:`~foveal.models.stn_classifier.STNSpec`:
+``model.name`` picks the CNN or the ST-CNN, the other ``model.*`` keys are their options.
+``evaluate`` reports the test error in percent; ``show`` draws the input with the box the
+transform selects, and what the CNN then sees.
 
-    foveal train stn --preset quick --set distortion=RTS --set model=stcnn
+    foveal train stn --preset quick --set distortion=RTS --set model.name=stcnn
 """
 
 from __future__ import annotations
@@ -21,9 +23,9 @@ from torch import Tensor, nn
 from torch.utils.data import Dataset
 
 from foveal.data.images import FASHION_CLASSES, DistortedImages
-from foveal.models import stn_classifier  # noqa: F401  (registers cnn, stcnn, glimpse-cnn)
+from foveal.models.stn_classifier import STNSpec, stn_classifier, transform_box
 from foveal.recipes.base import LoopConfig, Recipe, RunConfig, Task
-from foveal.registry import MODELS, RECIPES
+from foveal.registry import RECIPES
 
 Base = Literal["fashion-mnist", "mnist"]
 
@@ -90,8 +92,6 @@ def error_rate(model: nn.Module, dataset: Dataset, batch_size: int = 500) -> dic
     of :func:`~foveal.models.stn_classifier.transform_box`) with the object's tight box, and
     ``centre_px``, the mean distance between their centres in pixels.
     """
-    from foveal.models.stn_classifier import transform_box
-
     device = next(model.parameters()).device
     images, labels = dataset.images, dataset.labels  # type: ignore[attr-defined]
     boxes = getattr(dataset, "boxes", None)
@@ -125,14 +125,11 @@ def _figure_path(figures_dir: Path, name: str) -> Path:
 
 @dataclass
 class STNConfig(RunConfig):
-    model: Literal["cnn", "stcnn"] = "stcnn"
+    """The ``stn`` recipe: a classifier (``model.*``), a distorted image set and the loop."""
+
+    model: STNSpec = field(default_factory=STNSpec)
+    # R, RTS, P, E: the STN paper's distortions; translated, cluttered: 60 x 60 canvases (foveal.data.images)
     distortion: Literal["none", "R", "RTS", "P", "E", "translated", "cluttered"] = "RTS"
-    transform: Literal["affine", "no_shear", "attention", "projective"] = "affine"
-    st_size: int = 0  # side of the transformer's output (0: the input's side)
-    read: Literal["bilinear", "gaussian"] = "bilinear"  # gaussian: attention / no_shear only
-    gaussian_std: float = 0.5  # read=gaussian: the Gaussians' std in strides
-    width: int = 16  # channels of the CNN's first conv layer
-    hidden: int = 128
     data: ImageData = field(default_factory=ImageData)
     loop: LoopConfig = field(
         default_factory=lambda: LoopConfig(steps=3000, batch_size=64, lr=1e-3, ckpt_every=1000, log_every=50)
@@ -141,13 +138,8 @@ class STNConfig(RunConfig):
 
 def build_stn(config: STNConfig) -> Task:
     train_set, test_set = image_sets(config.data, config.distortion)
-    size = train_set.image_size
-    options: dict[str, object] = {"in_size": size, "width": config.width, "hidden": config.hidden}
-    if config.model == "stcnn":
-        options.update(transform=config.transform, out_size=config.st_size or size)
-        options.update(read=config.read, gaussian_std=config.gaussian_std)
-    model = MODELS.get(config.model)(1, **options)
     names = class_names(config.data.dataset)
+    model = stn_classifier(1, train_set.image_size, len(names), config.model)
 
     def show(model: nn.Module, dataset: Dataset, figures_dir: Path) -> list[Path]:
         return show_transformer(model, dataset, figures_dir, names)
@@ -161,8 +153,6 @@ def show_transformer(model: nn.Module, dataset: Dataset, figures_dir: Path, name
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from foveal.models.stn_classifier import transform_box
 
     device = next(model.parameters()).device
     images = dataset.images[:8].float().to(device) / 255.0  # type: ignore[attr-defined]
@@ -206,7 +196,7 @@ RECIPES.register("stn")(
         config=STNConfig,
         build=build_stn,
         presets={
-            "ci": {"loop.steps": 4, "loop.batch_size": 16, "data.n_train": 64, "data.n_test": 32, "width": 4},
+            "ci": {"loop.steps": 4, "loop.batch_size": 16, "data.n_train": 64, "data.n_test": 32, "model.width": 4},
             "quick": QUICK,
             "full": {"loop.steps": 20000, "loop.schedule": "cosine", "loop.warmup_steps": 200},
         },
