@@ -9,7 +9,8 @@ from torch.testing import assert_close
 
 from _grads import assert_every_parameter_learns
 from foveal.attention.grid import flatten_grid
-from foveal.models.vqa import VQA, VQA_HEADS, GridEncoder, QuestionEncoder
+from foveal.models.vqa import VQA, VQA_HEADS, GridEncoder, HeadInputs, QuestionEncoder, VQASpec
+from foveal.models.vqa.model import _slot_in_picture
 from foveal.registry import MODELS
 
 VOCAB, ANSWERS = 20, 13
@@ -165,13 +166,26 @@ def test_patch_keys_are_scored_and_the_cnn_map_averaged(head: str) -> None:
     keys = model.key_project(flatten_grid(model.key_encoder(image)))
     V = model.project(flatten_grid(model.image_encoder(image)))
     v_Q = model.question_encoder(question, length)
-    expected = model.head(V, v_Q, keys).weights
+    expected = model.head(V, v_Q, HeadInputs(keys=keys)).weights
     assert_close(model(image, question, length).attention, expected)
     assert not torch.allclose(model.head(V, v_Q).weights, expected)
     with pytest.raises(ValueError, match="keys must be"):
         VQA(VOCAB, ANSWERS, head=head, **SMALL, keys="block1")
     with pytest.raises(ValueError, match="not supported by the 'none' head"):
         VQA(VOCAB, ANSWERS, head="none", **SMALL, keys="patch")
+
+
+def test_a_spec_and_single_options_build_the_same_model() -> None:
+    torch.manual_seed(0)
+    from_spec = VQA(VOCAB, ANSWERS, VQASpec(head="spatial", **SMALL)).eval()
+    torch.manual_seed(0)
+    from_options = VQA(VOCAB, ANSWERS, head="spatial", **SMALL).eval()
+    assert from_spec.spec == from_options.spec
+    assert torch.equal(from_spec(*inputs()).logits, from_options(*inputs()).logits)
+    # single options replace fields of a given spec
+    assert VQA(VOCAB, ANSWERS, VQASpec(head="spatial", **SMALL), hops=3).spec.hops == 3
+    with pytest.raises(ValueError, match="unknown option 'hop' of VQASpec; did you mean 'hops'"):
+        VQA(VOCAB, ANSWERS, hop=2)
 
 
 def test_unknown_head_is_one_clear_error() -> None:
@@ -214,8 +228,6 @@ def test_image_index_shares_pictures_between_questions(head: str, extra: dict) -
 
 
 def test_slot_in_picture() -> None:
-    from foveal.models.vqa import _slot_in_picture
-
     assert _slot_in_picture(torch.tensor([0, 0, 1, 1, 0]), 2).tolist() == [0, 1, 0, 1, 2]
     assert _slot_in_picture(torch.tensor([2, 0, 2]), 3).tolist() == [0, 0, 1]
 

@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from _grads import assert_every_parameter_learns
-from foveal.models.vqa import VQA, VQA_HEADS, ContextStackedHead, FamilyHead, GridEncoder, QuestionEncoder
+from foveal.models.vqa import VQA, VQA_HEADS, GridEncoder, HeadInputs, HeadOutput, QuestionEncoder, VQAHead
 
 VOCAB, ANSWERS, SIZE, GRID = 20, 12, 32, 8
 TINY = {"dim": 16, "k_dim": 8, "channels": (4, 6), "grid": GRID, "embed_dim": 8, "mlp_hidden": 16, "heads": 2}
@@ -51,9 +51,38 @@ def test_the_seed_002_family_is_registered() -> None:
     }
     assert family <= set(HEADS)
     # The context heads need only (V, v_Q): their context is per picture, so they take the grouped path.
-    grouped = {"context-bilstm", "context-self"}
-    assert all(issubclass(VQA_HEADS.get(name), FamilyHead) for name in family - grouped)
-    assert all(issubclass(VQA_HEADS.get(name), ContextStackedHead) for name in grouped)
+    grouped = {name for name in HEADS if build(name).head.grouped}
+    assert grouped == {"none", "spatial", "dot", "cosine", "stacked", "stacked-dot", "context-bilstm", "context-self"}
+
+
+@pytest.mark.parametrize("head", HEADS)
+def test_every_head_gets_what_it_reads_and_nothing_else(head: str) -> None:
+    # One calling convention, head(V, v_Q, inputs): the model fills only the inputs the head names.
+    model = build(head).eval()
+    seen: list[HeadInputs] = []
+    model.head.register_forward_pre_hook(lambda module, args: seen.append(args[2]))
+    model(**inputs())
+    (given,) = seen
+    assert isinstance(model.head, VQAHead) and model.head.reads <= {"keys", "words", "layers"}
+    assert (given.words is not None) == (given.word_mask is not None) == ("words" in model.head.reads)
+    assert len(given.layers) == (len(TINY["channels"]) if "layers" in model.head.reads else 0)
+    assert given.keys is None  # keys="values": the scores read the regions
+
+
+def test_a_new_head_needs_only_the_one_signature(monkeypatch) -> None:
+    # A head registered by name is built with every size as a keyword and takes what it needs.
+    class Mean(VQAHead):
+        grouped = True
+
+        def forward(self, V, v_Q, inputs=None):
+            return HeadOutput(V.mean(-2) + v_Q, None)
+
+    monkeypatch.setitem(VQA_HEADS._entries, "test-mean", lambda dim, **_: Mean())
+    x = inputs()
+    out = build("test-mean")(**x)
+    assert out.logits.shape == (3, ANSWERS) and out.attention is None
+    with pytest.raises(ValueError, match="not supported by the 'test-mean' head"):
+        build("test-mean", keys="patch")
 
 
 @pytest.mark.parametrize("head", HEADS)

@@ -7,17 +7,22 @@ import torch
 
 pytest.importorskip("easy_vqa")
 
+from foveal.models.vqa import VQASpec
 from foveal.recipes import load_all
 from foveal.registry import RECIPES
 
-TINY = {"channels": (4, 8), "dim": 16, "k_dim": 8, "embed_dim": 8, "mlp_hidden": 16, "train_limit": 200}
+TINY = {"channels": (4, 8), "dim": 16, "k_dim": 8, "embed_dim": 8, "mlp_hidden": 16}
+
+
+def tiny_config(recipe, head: str = "stacked", **options):
+    return recipe.config(model=VQASpec(head=head, **TINY), train_limit=200, **options)
 
 
 @pytest.mark.parametrize("by_image", [True, False])
 def test_build_loss_evaluate_show(tmp_path, by_image: bool) -> None:
     load_all()
     recipe = RECIPES.get("easy-vqa")
-    config = recipe.config(**TINY, eval_limit=40, show_count=2, by_image=by_image)
+    config = tiny_config(recipe, eval_limit=40, show_count=2, by_image=by_image)
     task = recipe.build(config)
     batch = task.collate([task.train_set[i] for i in range(4)]) if task.collate else None
     if batch is None:
@@ -43,8 +48,20 @@ def test_build_loss_evaluate_show(tmp_path, by_image: bool) -> None:
 def test_none_head_reports_no_mask_mass() -> None:
     load_all()
     recipe = RECIPES.get("easy-vqa")
-    task = recipe.build(recipe.config(**TINY, head="none", eval_limit=20))
+    task = recipe.build(tiny_config(recipe, head="none", eval_limit=20))
     task.model.eval()
     with torch.no_grad():
         result = task.evaluate(task.model, task.eval_set)
     assert "acc" in result and not any(k.startswith("mask_mass") for k in result)
+
+
+def test_model_options_are_model_keys() -> None:
+    # The model's options live in one nested spec: presets and --set say model.<key>.
+    from foveal.recipes.config import resolve_config
+
+    load_all()
+    recipe = RECIPES.get("easy-vqa")
+    config = resolve_config(recipe, "quick", sets={"model.head": "spatial", "model.hops": "1"})
+    assert config.model == VQASpec(head="spatial", hops=1, k_dim=16, mlp_hidden=256)
+    with pytest.raises(ValueError, match="unknown config key 'head'"):
+        resolve_config(recipe, sets={"head": "spatial"})

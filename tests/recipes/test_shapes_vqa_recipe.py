@@ -9,17 +9,15 @@ import torch
 
 from foveal.cli import main
 from foveal.recipes import load_all
+from foveal.recipes.config import resolve_config
 from foveal.recipes.shapes_vqa import ShapesByImage, collate_by_image, loss
 from foveal.registry import RECIPES
-from foveal.train import LoopConfig
 
 
-def ci_config(tmp_path, **overrides):
+def ci_config(tmp_path, **sets):
     load_all()
     recipe = RECIPES.get("shapes-vqa")
-    settings = {k: v for k, v in recipe.presets["ci"].items() if not k.startswith("loop.")}
-    loop = LoopConfig(**{k[5:]: v for k, v in recipe.presets["ci"].items() if k.startswith("loop.")})
-    return recipe, recipe.config(**settings, cache_dir=str(tmp_path), loop=loop, **overrides)
+    return recipe, resolve_config(recipe, "ci", sets={"cache_dir": str(tmp_path), **sets})
 
 
 def test_by_image_batches_keep_every_question_with_its_picture(tmp_path) -> None:
@@ -39,7 +37,7 @@ def test_by_image_batches_keep_every_question_with_its_picture(tmp_path) -> None
 
 @pytest.mark.parametrize("head", ["channel", "coattention-alternating"])
 def test_evaluate_reports_every_family_and_template_and_show_draws(tmp_path, head: str) -> None:
-    recipe, config = ci_config(tmp_path, head=head)
+    recipe, config = ci_config(tmp_path, **{"model.head": head})
     task = recipe.build(config)
     task.model.eval()
     with torch.no_grad():
@@ -55,8 +53,8 @@ def test_evaluate_reports_every_family_and_template_and_show_draws(tmp_path, hea
 def test_cli_trains_the_ci_preset_evaluates_and_shows(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("FOVEAL_CACHE", str(tmp_path / "cache"))
     run = tmp_path / "run"
-    assert main(["train", "shapes-vqa", "--preset", "ci", "--set", "head=transformer", "--out", str(run)]) == 0
-    assert json.loads((run / "config.json").read_text())["config"]["head"] == "transformer"
+    assert main(["train", "shapes-vqa", "--preset", "ci", "--set", "model.head=transformer", "--out", str(run)]) == 0
+    assert json.loads((run / "config.json").read_text())["config"]["model"]["head"] == "transformer"
     assert main(["eval", str(run)]) == 0
     assert main(["show", str(run)]) == 0
     assert (run / "figures" / "vqa-family.png").exists()
@@ -68,5 +66,5 @@ def test_default_model_points_with_its_attention(tmp_path) -> None:
     # pointing candidates (docs/vqa.md, shapes-vqa).
     recipe, config = ci_config(tmp_path)
     model = recipe.build(config).model
-    assert model.head_name == "context-self" and model.point_by_attention
+    assert model.spec.head == "context-self" and model.spec.point_by_attention
     assert all(hop.score == "dot" for hop in model.head.attention.hops)

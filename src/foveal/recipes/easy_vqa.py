@@ -1,9 +1,11 @@
 """``easy-vqa``: the VQA model of seeds 000/002 on easy-VQA, with a choice of attention head.
 
-``foveal train easy-vqa --preset quick`` trains the stacked (2-hop) model in about two minutes;
-``--set head=spatial`` (``none``, ``dot``, ``cosine``, ``stacked``) and ``--set hops=3`` swap the
-head. ``eval`` reports accuracy overall and per answer type, and the attention mass inside the
-object mask (each hop and the last); ``show`` draws each hop's heatmap over test images.
+``foveal train easy-vqa --preset quick`` trains the stacked (2-hop) model in about three minutes;
+``--set model.head=spatial`` (``none``, ``dot``, ``cosine``, ``stacked``, ``stacked-dot``) and
+``--set model.hops=3`` swap the head; every option of the model is a ``model.`` key
+(:class:`foveal.models.vqa.VQASpec`). ``eval`` reports accuracy overall and per answer type, and
+the attention mass inside the object mask (each hop and the last); ``show`` draws each hop's
+heatmap over test images.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from foveal.data.easy_vqa import (
     ANSWER_TYPES,
+    IMAGE_SIZE,
     EasyVQA,
     EasyVQAByImage,
     VQAImageBatch,
@@ -27,7 +30,7 @@ from foveal.data.easy_vqa import (
     denormalize,
     load_easy_vqa,
 )
-from foveal.models.vqa import VQA
+from foveal.models.vqa import VQA, VQASpec
 from foveal.recipes.base import LoopConfig, Recipe, RunConfig, Task
 from foveal.registry import RECIPES
 from foveal.viz.heatmap import attention_figure, mass_in_mask
@@ -37,19 +40,8 @@ TYPE_KEYS = ("yesno", "shape", "colour")  # metric-name forms of ANSWER_TYPES
 
 @dataclass
 class EasyVQAConfig(RunConfig):
-    head: str = "stacked"  # none | spatial | dot | cosine | stacked
-    hops: int = 2  # stacked head only
-    dim: int = 64
-    k_dim: int = 16  # the additive score's joint size: 16 halves the stacked step time of 64 at equal accuracy here
-    channels: tuple[int, ...] = (16, 32, 32, 32)
-    grid: int = 16
-    stem_stride: int = 1
-    stem: str = "conv"  # conv | patch (each region sees only its own cell: see GridEncoder)
-    keys: str = "values"  # values | patch (the score reads a per-cell encoder: see models.VQA)
-    coords: bool = True
-    embed_dim: int = 32
-    bidirectional: bool = True  # BiLSTM (seed 002) or one-way LSTM (seed 000)
-    mlp_hidden: int = 64
+    # The additive score's joint size k_dim = 16 halves the stacked head's step time of 64 at equal accuracy here.
+    model: VQASpec = field(default_factory=lambda: VQASpec(k_dim=16))
     cache_dir: str = ""  # "" = $FOVEAL_CACHE or ~/.cache/foveal
     train_limit: int = 0  # keep the first N training questions (0 = all)
     eval_limit: int = 0  # evaluate on the first N test questions (0 = all)
@@ -72,23 +64,9 @@ class EasyVQAConfig(RunConfig):
 
 
 def build_model(config: EasyVQAConfig, vocab_size: int, num_answers: int) -> VQA:
-    return VQA(
-        vocab_size,
-        num_answers,
-        head=config.head,
-        hops=config.hops,
-        dim=config.dim,
-        k_dim=config.k_dim,
-        channels=config.channels,
-        grid=config.grid,
-        stem_stride=config.stem_stride,
-        stem=config.stem,
-        keys=config.keys,
-        coords=config.coords,
-        embed_dim=config.embed_dim,
-        bidirectional=config.bidirectional,
-        mlp_hidden=config.mlp_hidden,
-    )
+    if config.model.image_size != IMAGE_SIZE:
+        raise ValueError(f"easy-VQA pictures are {IMAGE_SIZE} px; model.image_size is {config.model.image_size}")
+    return VQA(vocab_size, num_answers, config.model)
 
 
 def loss(model: nn.Module, batch: VQASample | VQAImageBatch) -> tuple[Tensor, dict[str, float]]:
@@ -176,7 +154,7 @@ RECIPES.register("easy-vqa")(
             "quick": {
                 "loop.steps": 1000,
                 "loop.lr": 5e-3,
-                "mlp_hidden": 256,
+                "model.mlp_hidden": 256,
                 "threads": 2,
                 "loop.eval_every": 0,
                 "loop.ckpt_every": 250,

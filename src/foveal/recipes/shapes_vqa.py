@@ -2,10 +2,11 @@
 
 ``foveal train shapes-vqa --preset quick`` trains the default model (residual self-attention over a
 9 x 9 grid of regions with coordinate features, then one hop with the dot score);
-``--set head=transformer``, ``--set hops=2``, ``--set grid_coords=false`` swap the parts (every name
-in :data:`foveal.models.vqa.VQA_HEADS`). Pointing questions are answered by scoring their 4
-candidate boxes (a cross-entropy over the candidates), by default with the last hop's mass in each
-box added (``point_by_attention``); the others by the answer classifier. ``eval`` reports accuracy
+``--set model.head=transformer``, ``--set model.hops=2``, ``--set model.grid_coords=false`` swap the
+parts (every head name in :data:`foveal.models.vqa.VQA_HEADS`; every option of
+:class:`foveal.models.vqa.VQASpec`). Pointing questions are answered by scoring their 4 candidate
+boxes (a cross-entropy over the candidates), by default with the last hop's mass in each box added
+(``model.point_by_attention``); the others by the answer classifier. ``eval`` reports accuracy
 per family (non-relational, relational, pointing) and per template, and the parameter count;
 ``show`` draws, per question, every hop's heatmap, the word weights, the channel weights of channel
 attention and the chosen box of a pointing question.
@@ -25,7 +26,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from foveal.data.easy_vqa import denormalize, normalize
 from foveal.data.shapes import ANSWERS, FAMILIES, IMAGE_SIZE, TEMPLATES, VOCAB, ShapesVQA, load_shapes
-from foveal.models.vqa import VQA
+from foveal.models.vqa import VQA, VQASpec
 from foveal.recipes.base import LoopConfig, Recipe, RunConfig, Task
 from foveal.registry import RECIPES
 from foveal.viz.vqa_family import QuestionPanel, vqa_family_figure
@@ -34,25 +35,30 @@ POINTING = FAMILIES.index("pointing")
 FAMILY_KEYS = ("non_relational", "relational", "pointing")  # metric-name forms of FAMILIES
 
 
+def _shapes_model() -> VQASpec:
+    return VQASpec(
+        # Residual self-attention over the regions, then dot-score hops: 95.1% relational after the full
+        # preset, where stacked-dot alone reached 91.9% (docs/vqa.md). One hop: two hops ended behind on
+        # relational questions (docs/studies/vqa-shapes-hops.md).
+        head="context-self",
+        hops=1,
+        grid_coords=True,  # relations need positions
+        k_dim=32,
+        # pointing answers also score where the last hop looked, which trains the attention: without it
+        # no head found the named object (docs/studies/vqa-shapes-attention.md)
+        point_by_attention=True,
+        channels=(24, 32, 32, 32),
+        stem_stride=2,  # 75 px -> 38 -> pool 19 -> pool 9: a 9 x 9 grid of 8 px cells
+        grid=9,
+        mlp_hidden=128,
+        image_size=IMAGE_SIZE,
+        pointing=True,  # pointing questions score their candidate boxes
+    )
+
+
 @dataclass
 class ShapesVQAConfig(RunConfig):
-    # Any name in foveal.models.vqa.VQA_HEADS. Residual self-attention over the regions, then dot-score hops:
-    # 95.1% relational after the full preset, where stacked-dot alone reached 91.9% (docs/vqa.md).
-    head: str = "context-self"
-    # Hops of stacked(-dot)/channel/coattention-independent/-joint/context-*; blocks of transformer. One hop
-    # by default: two hops learned later and ended behind on relational questions (docs/vqa.md).
-    hops: int = 1
-    grid_coords: bool = True  # each region vector carries its cell's (x, y): relations need positions
-    coords: bool = True  # CoordConv input channels
-    dim: int = 64
-    k_dim: int = 32
-    heads: int = 4  # transformer head only
-    point_by_attention: bool = True  # pointing answers score where the last hop looked (trains attention)
-    channels: tuple[int, ...] = (24, 32, 32, 32)
-    stem_stride: int = 2  # 75 px -> 38 -> pool 19 -> pool 9: a 9 x 9 grid of 8 px cells
-    grid: int = 9
-    embed_dim: int = 32
-    mlp_hidden: int = 128
+    model: VQASpec = field(default_factory=_shapes_model)
     n_images: int = 10_000  # training pictures (the data set's default)
     questions_per_image: int = 20
     test_images: int = 0  # pictures in the test split (0 = the data set's default, 1,000)
@@ -142,25 +148,9 @@ def collate_by_image(items: list[ShapesImageBatch]) -> ShapesImageBatch:
 
 
 def build_model(config: ShapesVQAConfig) -> VQA:
-    return VQA(
-        len(VOCAB),
-        len(ANSWERS),
-        head=config.head,
-        hops=config.hops,
-        dim=config.dim,
-        k_dim=config.k_dim,
-        channels=config.channels,
-        grid=config.grid,
-        coords=config.coords,
-        grid_coords=config.grid_coords,
-        stem_stride=config.stem_stride,
-        embed_dim=config.embed_dim,
-        mlp_hidden=config.mlp_hidden,
-        image_size=IMAGE_SIZE,
-        pointing=True,
-        heads=config.heads,
-        point_by_attention=config.point_by_attention,
-    )
+    if config.model.image_size != IMAGE_SIZE or not config.model.pointing:
+        raise ValueError(f"shapes-vqa needs model.image_size={IMAGE_SIZE} (its pictures) and model.pointing=true")
+    return VQA(len(VOCAB), len(ANSWERS), config.model)
 
 
 def predict(model: nn.Module, batch: ShapesImageBatch):
@@ -255,7 +245,7 @@ def show(model: VQA, dataset: ShapesByImage, figures_dir: Path, per_template: in
         figures_dir / "vqa-family.png",
         grid=(model.grid, model.grid),
         extent=model.covered,
-        head=model.head_name,
+        head=model.spec.head,
     )
     return [path]
 
@@ -299,12 +289,12 @@ RECIPES.register("shapes-vqa")(
                 "questions_per_image": 20,
                 "test_images": 4,
                 "eval_images": 4,
-                "channels": (4, 8, 8),
-                "dim": 16,
-                "k_dim": 8,
-                "embed_dim": 8,
-                "mlp_hidden": 16,
-                "heads": 2,
+                "model.channels": (4, 8, 8),
+                "model.dim": 16,
+                "model.k_dim": 8,
+                "model.embed_dim": 8,
+                "model.mlp_hidden": 16,
+                "model.heads": 2,
                 "loop.steps": 2,
                 "loop.batch_size": 2,
                 "loop.warmup_steps": 0,

@@ -1,0 +1,155 @@
+"""The two encoders of :class:`foveal.models.vqa.VQA`: a CNN from image to a grid of regions, an LSTM
+from question to a vector (and a state per word)."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+from torch import Tensor, nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+from foveal._checks import check_shape
+from foveal.attention.coords import AddCoords
+
+
+class GridEncoder(nn.Module):
+    """A small CNN from image to feature map: 3x3 conv, BatchNorm, ReLU blocks, 2x2 max-pooling after
+    each block until the map is ``grid`` cells wide.
+
+    Args:
+        channels: output channels of each block.
+        image_size: input height and width.
+        grid: height and width of the output map (``image_size / grid`` must be a power of 2 reached
+            within ``len(channels)`` pools).
+        coords: append the pixel ``(x, y)`` coordinates to the input (CoordConv).
+        stem: ``"conv"`` (3x3 blocks and pooling, receptive fields wider than a cell) or ``"patch"``:
+            one ``cell x cell`` convolution with stride ``cell`` (a patch embedding), then 1x1 blocks,
+            so each region vector sees only its own cell's pixels. With ``"patch"`` nothing about an
+            object leaks into the cells around it, so attention that reads the object must fall on it.
+
+    Shape:
+        - image: ``(B, 3, image_size, image_size)``
+        - output: ``(B, channels[-1], grid, grid)``
+    """
+
+    def __init__(
+        self,
+        channels: tuple[int, ...],
+        *,
+        image_size: int = 64,
+        grid: int = 16,
+        coords: bool = True,
+        stem_stride: int = 1,
+        stem: str = "conv",
+    ) -> None:
+        super().__init__()
+        if stem not in ("conv", "patch"):
+            raise ValueError(f"stem must be 'conv' or 'patch', got {stem!r}")
+        layers: list[nn.Module] = [AddCoords()] if coords else []
+        size, c_in = image_size, 3 + 2 * coords
+        if stem == "patch":
+            if image_size % grid:
+                raise ValueError(f"a patch stem needs image_size ({image_size}) divisible by grid ({grid})")
+            cell = image_size // grid
+            for i, c_out in enumerate(channels):
+                kernel = cell if i == 0 else 1
+                layers += [nn.Conv2d(c_in, c_out, kernel, kernel, bias=False), nn.BatchNorm2d(c_out), nn.ReLU()]
+                c_in = c_out
+            size = grid
+        for i, c_out in enumerate(channels if stem == "conv" else ()):
+            stride = stem_stride if i == 0 else 1
+            layers += [nn.Conv2d(c_in, c_out, 3, stride, padding=1, bias=False), nn.BatchNorm2d(c_out), nn.ReLU()]
+            size //= stride
+            if size > grid:
+                layers.append(nn.MaxPool2d(2))
+                size //= 2
+            c_in = c_out
+        if size != grid:
+            raise ValueError(f"cannot pool {image_size} px down to a {grid}-cell grid with {len(channels)} blocks")
+        self.net = nn.Sequential(*layers)
+        self.image_size, self.grid = image_size, grid
+
+    def forward(self, image: Tensor) -> Tensor:
+        check_shape("image", image, (None, 3, self.image_size, self.image_size))
+        return self.net(image)
+
+    @property
+    def cell_size(self) -> int:
+        """Pixels per grid cell: the grid covers the top-left ``grid * cell_size`` pixels (pooling floors)."""
+        pools = sum(isinstance(m, nn.MaxPool2d) for m in self.net)
+        return self.net[int(isinstance(self.net[0], AddCoords))].stride[0] * 2**pools
+
+    def block_outputs(self, image: Tensor) -> list[Tensor]:
+        """The output map of every block (after its pooling); the last one is :meth:`forward`'s output.
+
+        Shape:
+            - image: ``(B, 3, image_size, image_size)``
+            - output: ``len(channels)`` maps ``(B, channels[l], h_l, w_l)``
+        """
+        check_shape("image", image, (None, 3, self.image_size, self.image_size))
+        outputs, x, modules = [], image, list(self.net)
+        for i, module in enumerate(modules):
+            x = module(x)
+            block_ends = isinstance(module, nn.MaxPool2d) or (
+                isinstance(module, nn.ReLU) and not (i + 1 < len(modules) and isinstance(modules[i + 1], nn.MaxPool2d))
+            )
+            if block_ends:
+                outputs.append(x)
+        return outputs
+
+
+class QuestionStates(NamedTuple):
+    """The question as one vector (``v_Q``) and as one state per word, with the real-word mask.
+
+    Shape:
+        - vector: ``(B, dim)``; words: ``(B, L, dim)``; mask: bool ``(B, L)``, True = real word
+    """
+
+    vector: Tensor
+    words: Tensor
+    mask: Tensor
+
+
+class QuestionEncoder(nn.Module):
+    """Word embeddings and an LSTM; the question vector is the final state(s).
+
+    ``bidirectional=True`` is seed 002's BiLSTM: the final forward and final backward states are
+    concatenated, each of size ``dim / 2``. Otherwise one LSTM of size ``dim`` (seed 000's ``h_Q``).
+    Padding (token 0) after ``length`` is skipped (packed sequences), so it never changes the result.
+
+    Shape:
+        - question: int64 ``(B, L)``; length: int64 ``(B,)``, each in ``[1, L]``
+        - output: ``(B, dim)``
+    """
+
+    def __init__(self, vocab_size: int, dim: int, *, embed_dim: int = 32, bidirectional: bool = True) -> None:
+        super().__init__()
+        if bidirectional and dim % 2:
+            raise ValueError(f"a BiLSTM question vector needs an even dim, got {dim}")
+        self.embed = nn.Embedding(vocab_size, embed_dim, padding_idx=0)
+        hidden = dim // 2 if bidirectional else dim
+        self.lstm = nn.LSTM(embed_dim, hidden, batch_first=True, bidirectional=bidirectional)
+
+    def forward(self, question: Tensor, length: Tensor) -> Tensor:
+        sizes = check_shape("question", question, ("B", "L"))
+        check_shape("length", length, ("B",), sizes)
+        packed = pack_padded_sequence(self.embed(question), length.cpu(), batch_first=True, enforce_sorted=False)
+        _, (h_n, _) = self.lstm(packed)  # h_n: (directions, B, hidden); [0] forward, [1] backward
+        return torch.cat(list(h_n), dim=-1)
+
+    def states(self, question: Tensor, length: Tensor) -> QuestionStates:
+        """The question vector of :meth:`forward` and the LSTM's state at every word.
+
+        Shape:
+            - question: int64 ``(B, L)``; length: int64 ``(B,)``
+            - output: :class:`QuestionStates`, vector ``(B, dim)``, words ``(B, L, dim)`` (zero after
+              ``length``; BiLSTM: forward then backward state), mask bool ``(B, L)``
+        """
+        sizes = check_shape("question", question, ("B", "L"))
+        check_shape("length", length, ("B",), sizes)
+        packed = pack_padded_sequence(self.embed(question), length.cpu(), batch_first=True, enforce_sorted=False)
+        outputs, (h_n, _) = self.lstm(packed)
+        words, _ = pad_packed_sequence(outputs, batch_first=True, total_length=question.shape[1])
+        mask = torch.arange(question.shape[1], device=question.device) < length.unsqueeze(1)
+        return QuestionStates(torch.cat(list(h_n), dim=-1), words, mask)

@@ -1,0 +1,370 @@
+"""The heads of :class:`foveal.models.vqa.VQA`: what combines the regions and the question into ``phi``.
+
+Every head is called the same way, ``head(V, v_Q, inputs) -> HeadOutput``: ``V`` the regions,
+``v_Q`` the question vector, ``inputs`` (:class:`HeadInputs`) everything else a head may read (the
+score's keys, the question's words, the CNN's layers). A head names what it reads in
+:attr:`VQAHead.reads`, so the model computes only that, and says in :attr:`VQAHead.grouped`
+whether it can answer several questions about one picture in one pass.
+
+The attention modules come from :mod:`foveal.attention`; a head here only adapts their outputs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import ClassVar, NamedTuple, Protocol
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from foveal.attention import (
+    AlternatingCoAttention,
+    ChannelAttention,
+    CrossLayerAttention,
+    GridBiLSTM,
+    HopCoAttention,
+    ParallelCoAttention,
+    ResidualSelfAttention,
+    SpatialAttention,
+    StackedAttention,
+    TransformerFusion,
+)
+from foveal.attention.coattention import masked_mean
+from foveal.attention.grid import flatten_grid
+from foveal.registry import Registry
+
+
+class HeadInputs(NamedTuple):
+    """What a head may read besides the regions ``V`` and the question vector ``v_Q``.
+
+    :class:`foveal.models.vqa.VQA` fills only the fields the head names in :attr:`VQAHead.reads`
+    (``"keys"``, ``"words"`` for words and word_mask, ``"layers"``); the others stay empty.
+
+    Shape:
+        - keys: ``(B, N, d)``, what the score reads for each region (None: the regions themselves)
+        - words: ``(B, T, d)``, the question encoder's state at every word; word_mask: bool ``(B, T)``,
+          True = a real word
+        - layers: each CNN block's output map ``(B, C_l, h_l, w_l)``, the last one the grid of ``V``
+    """
+
+    keys: Tensor | None = None
+    words: Tensor | None = None
+    word_mask: Tensor | None = None
+    layers: tuple[Tensor, ...] = ()
+
+
+NO_INPUTS = HeadInputs()
+
+
+class HeadOutput(NamedTuple):
+    """What a VQA head returns: the fused vector and one attention map per hop (None: no attention).
+
+    Shape:
+        - phi: ``(B, d)``
+        - weights: ``(B, hops, N)`` or None
+        - word_weights: ``(B, S, T)``, the question-word weights of each step, or None
+        - channel_weights: ``(B, d)``, channel attention's weights, or None
+        - layer_weights: ``(B, L)``, cross-layer attention's weight of each CNN layer, or None
+        - regions: ``(B, N, d)``, the region vectors as the head saw them (contextualised,
+          channel-scaled...), pooled inside the candidate boxes of pointing questions; None = ``V``
+    """
+
+    phi: Tensor
+    weights: Tensor | None
+    word_weights: Tensor | None = None
+    channel_weights: Tensor | None = None
+    layer_weights: Tensor | None = None
+    regions: Tensor | None = None
+
+
+class VQAHead(nn.Module):
+    """Base of every VQA head: ``head(V, v_Q, inputs) -> HeadOutput``.
+
+    A subclass sets two class attributes:
+
+    - ``reads``: the :class:`HeadInputs` it uses, among ``"keys"``, ``"words"`` and ``"layers"``.
+      The model runs :meth:`QuestionEncoder.states` only for heads that read the words and keeps
+      every CNN block's map only for heads that read the layers; ``keys="patch"`` needs ``"keys"``.
+    - ``grouped``: the head also takes ``v_Q`` as ``(I, n, d)``, ``n`` questions about each of ``I``
+      pictures (``V`` stays ``(I, N, d)``), and returns ``phi`` ``(I, n, d)``, ``weights``
+      ``(I, n, hops, N)`` and ``regions`` ``(I, N, d)``: the picture's regions are then never
+      copied once per question. A grouped head reads no words and no layers.
+
+    Shape:
+        - V: ``(B, N, d)``; v_Q: ``(B, d)``; inputs: :class:`HeadInputs`
+        - output: :class:`HeadOutput`
+    """
+
+    reads: ClassVar[frozenset[str]] = frozenset()
+    grouped: ClassVar[bool] = False
+
+    def forward(self, V: Tensor, v_Q: Tensor, inputs: HeadInputs = NO_INPUTS) -> HeadOutput:
+        raise NotImplementedError
+
+
+class HeadFactory(Protocol):
+    """``factory(dim, *, k_dim, hops, heads, layer_dims) -> VQAHead``; a factory takes what it needs
+    and ignores the rest (``**_``)."""
+
+    def __call__(self, dim: int, *, k_dim: int, hops: int, heads: int, layer_dims: tuple[int, ...]) -> VQAHead: ...
+
+
+VQA_HEADS: Registry[HeadFactory] = Registry("VQA attention head")
+"""Head name -> :class:`HeadFactory`; :class:`foveal.models.vqa.VQA` builds its head by name from here."""
+
+
+# --- Heads over (V, v_Q): one hop, K stacked hops, or none -------------------------------------
+
+
+class PoolHead(VQAHead):
+    """The vanilla baseline: ``phi = mean_i v_i + v_Q`` (no attention)."""
+
+    grouped = True
+
+    def forward(self, V: Tensor, v_Q: Tensor, inputs: HeadInputs = NO_INPUTS) -> HeadOutput:
+        pooled = V.mean(dim=1)
+        return HeadOutput((pooled if v_Q.dim() == 2 else pooled.unsqueeze(1)) + v_Q, None)
+
+
+class SingleHopHead(VQAHead):
+    """One attention hop, ``phi = v_filt + v_Q`` (seed 002), around any ``(V, query) -> (v_filt, alpha)`` module."""
+
+    reads = frozenset({"keys"})
+    grouped = True
+
+    def __init__(self, attention: nn.Module) -> None:
+        super().__init__()
+        self.attention = attention
+
+    def forward(self, V: Tensor, v_Q: Tensor, inputs: HeadInputs = NO_INPUTS) -> HeadOutput:
+        v_filt, alpha = self.attention(V, v_Q, keys=inputs.keys)
+        return HeadOutput(v_filt + v_Q, alpha.unsqueeze(-2))
+
+
+class StackedHead(VQAHead):
+    """K hops of :class:`foveal.attention.StackedAttention`, which already returns the final ``phi``."""
+
+    reads = frozenset({"keys"})
+    grouped = True
+
+    def __init__(self, attention: nn.Module) -> None:
+        super().__init__()
+        self.attention = attention
+
+    def forward(self, V: Tensor, v_Q: Tensor, inputs: HeadInputs = NO_INPUTS) -> HeadOutput:
+        phi, weights = self.attention(V, v_Q, keys=inputs.keys)
+        return HeadOutput(phi, weights)
+
+
+@VQA_HEADS.register("none")
+def _none_head(dim: int, **_: object) -> VQAHead:
+    return PoolHead()
+
+
+@VQA_HEADS.register("spatial")
+def _spatial_head(dim: int, *, k_dim: int, **_: object) -> VQAHead:
+    return SingleHopHead(SpatialAttention(dim, dim, k_dim, score="additive"))
+
+
+@VQA_HEADS.register("dot")
+def _dot_head(dim: int, *, k_dim: int, **_: object) -> VQAHead:
+    return SingleHopHead(SpatialAttention(dim, dim, k_dim, score="dot"))
+
+
+@VQA_HEADS.register("cosine")
+def _cosine_head(dim: int, *, k_dim: int, **_: object) -> VQAHead:
+    return SingleHopHead(SpatialAttention(dim, dim, k_dim, score="cosine"))
+
+
+@VQA_HEADS.register("stacked")
+def _stacked_head(dim: int, *, k_dim: int, hops: int, **_: object) -> VQAHead:
+    return StackedHead(StackedAttention(dim, k_dim=k_dim, hops=hops))
+
+
+@VQA_HEADS.register("stacked-dot")
+def _stacked_dot_head(dim: int, *, k_dim: int, hops: int, **_: object) -> VQAHead:
+    # Seed 002's parameter-free score in every hop. The additive (tanh) score is nearly linear at
+    # initialisation, so the question barely changes which region wins and the hops learn to look
+    # for a named colour very slowly; the product v_i * v_Q compares them from the first step.
+    return StackedHead(StackedAttention(dim, k_dim=k_dim, hops=hops, score="dot"))
+
+
+# --- The seed 002 family: channels, CNN layers, question words, context, fusion --------------------
+
+
+@VQA_HEADS.register("channel")
+class ChannelHead(VQAHead):
+    """SCA-CNN's channel-then-spatial order: question-conditioned channel weights, then ``hops`` stacked
+    hops with the dot score (see ``stacked-dot``)."""
+
+    def __init__(self, dim: int, *, k_dim: int, hops: int, **_: object) -> None:
+        super().__init__()
+        self.channel = ChannelAttention(dim, k_dim=k_dim)
+        self.spatial = StackedAttention(dim, k_dim=k_dim, hops=hops, score="dot")
+
+    def forward(self, V: Tensor, v_Q: Tensor, inputs: HeadInputs = NO_INPUTS) -> HeadOutput:
+        V_c, beta = self.channel(V, v_Q)
+        phi, weights = self.spatial(V_c, v_Q)
+        return HeadOutput(phi, weights, channel_weights=beta, regions=V_c)
+
+
+@VQA_HEADS.register("cross-layer")
+class CrossLayerHead(VQAHead):
+    """Attention across the CNN's layers, ``phi = output + v_Q``; one map per layer, resampled to the grid.
+
+    Each layer's map ``alpha_l`` is area-resampled onto the last layer's grid and renormalised, so
+    ``weights[:, l]`` is where layer ``l`` looked; ``layer_weights`` holds ``gamma_l``.
+    """
+
+    reads = frozenset({"layers"})
+
+    def __init__(self, dim: int, *, k_dim: int, layer_dims: Sequence[int], **_: object) -> None:
+        super().__init__()
+        self.attention = CrossLayerAttention(dim, layer_dims=layer_dims, k_dim=k_dim)
+
+    def forward(self, V: Tensor, v_Q: Tensor, inputs: HeadInputs = NO_INPUTS) -> HeadOutput:
+        layers = inputs.layers
+        output, gamma, alphas = self.attention([flatten_grid(layer) for layer in layers], v_Q)
+        grid = layers[-1].shape[-2:]
+        maps = []
+        for alpha, layer in zip(alphas, layers, strict=True):
+            resampled = F.adaptive_avg_pool2d(alpha.view(-1, 1, *layer.shape[-2:]), grid).flatten(1)
+            maps.append(resampled / resampled.sum(-1, keepdim=True).clamp_min(torch.finfo(alpha.dtype).tiny))
+        return HeadOutput(output + v_Q, torch.stack(maps, 1), layer_weights=gamma)
+
+
+class HopCoAttentionHead(VQAHead):
+    """``hops`` hops of attention over regions and words (:class:`foveal.attention.HopCoAttention`)."""
+
+    reads = frozenset({"words"})
+    joint = False
+
+    def __init__(self, dim: int, *, k_dim: int, hops: int, **_: object) -> None:
+        super().__init__()
+        self.attention = HopCoAttention(dim, hops=hops, k_dim=k_dim, joint=self.joint)
+
+    def forward(self, V: Tensor, v_Q: Tensor, inputs: HeadInputs = NO_INPUTS) -> HeadOutput:
+        out = self.attention(V, inputs.words, inputs.word_mask, v_Q)
+        return HeadOutput(out.output, out.weights, word_weights=out.word_weights)
+
+
+@VQA_HEADS.register("coattention-independent")
+class IndependentCoAttentionHead(HopCoAttentionHead):
+    """Independent conditioning: per hop the question attends to the regions, the image to the words."""
+
+
+@VQA_HEADS.register("coattention-joint")
+class JointCoAttentionHead(HopCoAttentionHead):
+    """Joint conditioning: both attentions of a hop are conditioned on the sum of the two states."""
+
+    joint = True
+
+
+class OneStepCoAttentionHead(VQAHead):
+    """A one-step co-attention module, ``phi = image + question + v_Q`` (seed 002's ``+ v_Q`` residual)."""
+
+    reads = frozenset({"words"})
+
+    def __init__(self, attention: nn.Module) -> None:
+        super().__init__()
+        self.attention = attention
+
+    def forward(self, V: Tensor, v_Q: Tensor, inputs: HeadInputs = NO_INPUTS) -> HeadOutput:
+        out = self.attention(V, inputs.words, inputs.word_mask)
+        return HeadOutput(out.output + v_Q, out.weights, word_weights=out.word_weights)
+
+
+@VQA_HEADS.register("coattention-parallel")
+class ParallelMaxHead(OneStepCoAttentionHead):
+    """Parallel co-attention, affinity pooled by a max (parameter-free)."""
+
+    def __init__(self, dim: int, *, k_dim: int, **_: object) -> None:
+        super().__init__(ParallelCoAttention(dim, pool="max", k_dim=k_dim))
+
+
+@VQA_HEADS.register("coattention-parallel-learned")
+class ParallelLearnedHead(OneStepCoAttentionHead):
+    """Parallel co-attention, affinity pooled by Lu et al.'s small network."""
+
+    def __init__(self, dim: int, *, k_dim: int, **_: object) -> None:
+        super().__init__(ParallelCoAttention(dim, pool="learned", k_dim=k_dim))
+
+
+@VQA_HEADS.register("coattention-alternating")
+class AlternatingHead(OneStepCoAttentionHead):
+    """Alternating co-attention: summarise the question, attend to the image, attend to the question."""
+
+    def __init__(self, dim: int, *, k_dim: int, **_: object) -> None:
+        super().__init__(AlternatingCoAttention(dim, k_dim=k_dim))
+
+
+class ContextStackedHead(VQAHead):
+    """Contextualise the regions (every region sees the rest of the image), then ``hops`` stacked hops.
+
+    The context does not depend on the question, so it runs once per picture and the hops answer all
+    of a picture's questions together (``grouped``). The hops use the dot score for the reason given
+    at ``stacked-dot``; their scores read the contextualised regions, not separate keys.
+    """
+
+    grouped = True
+
+    def __init__(self, context: nn.Module, dim: int, *, k_dim: int, hops: int) -> None:
+        super().__init__()
+        self.attention = StackedAttention(dim, k_dim=k_dim, hops=hops, score="dot")
+        self.context = context
+
+    def forward(self, V: Tensor, v_Q: Tensor, inputs: HeadInputs = NO_INPUTS) -> HeadOutput:
+        V_c = self.context(V).output
+        phi, weights = self.attention(V_c, v_Q)
+        return HeadOutput(phi, weights, regions=V_c)
+
+
+@VQA_HEADS.register("context-bilstm")
+class BiLSTMContextHead(ContextStackedHead):
+    """A BiLSTM over the grid (row-major), then stacked attention."""
+
+    def __init__(self, dim: int, *, k_dim: int, hops: int, **_: object) -> None:
+        super().__init__(GridBiLSTM(dim), dim, k_dim=k_dim, hops=hops)
+
+
+@VQA_HEADS.register("context-self")
+class SelfContextHead(ContextStackedHead):
+    """Residual self-attention over the regions, then stacked attention."""
+
+    def __init__(self, dim: int, *, k_dim: int, hops: int, **_: object) -> None:
+        super().__init__(ResidualSelfAttention(dim, k_dim=k_dim), dim, k_dim=k_dim, hops=hops)
+
+
+@VQA_HEADS.register("transformer")
+class TransformerHead(VQAHead):
+    """``hops`` :class:`foveal.attention.TransformerFusion` blocks, then one additive read-out hop.
+
+    The read-out query is the mean of the fused real words ``q``; ``phi = v_filt + q``. Maps: block
+    ``k``'s words -> image weights averaged over heads and real words, then the read-out's map
+    (``hops + 1`` maps); word weights: block ``k``'s image -> words weights averaged over heads
+    and regions.
+    """
+
+    reads = frozenset({"words"})
+
+    def __init__(self, dim: int, *, k_dim: int, hops: int, heads: int = 4, **_: object) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList(TransformerFusion(dim, heads=heads) for _ in range(hops))
+        self.readout = SpatialAttention(dim, dim, k_dim)
+
+    def forward(self, V: Tensor, v_Q: Tensor, inputs: HeadInputs = NO_INPUTS) -> HeadOutput:
+        word_mask = inputs.word_mask
+        x, y = V, inputs.words
+        real = word_mask.to(V.dtype)
+        image_maps, word_maps = [], []
+        for block in self.blocks:
+            out = block(x, y, word_mask)
+            x, y = out.output, out.question
+            per_word = out.weights.mean(1)  # (B, T, N)
+            image_maps.append((real.unsqueeze(-1) * per_word).sum(1) / real.sum(1, keepdim=True).clamp_min(1.0))
+            word_maps.append(out.image_to_words.mean((1, 2)))  # (B, T)
+        q = masked_mean(y, word_mask)
+        v_filt, alpha = self.readout(x, q)
+        weights = torch.stack([*image_maps, alpha], 1)
+        return HeadOutput(v_filt + q, weights, word_weights=torch.stack(word_maps, 1), regions=x)

@@ -1,0 +1,243 @@
+"""The VQA model (seeds 000 and 002): CNN grid + LSTM question + a head from :data:`VQA_HEADS` + answer MLP."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal, NamedTuple
+
+import torch
+from torch import Tensor, nn
+
+from foveal._checks import check_shape
+from foveal.attention import Additive, box_weights
+from foveal.attention.coords import add_coords
+from foveal.attention.grid import flatten_grid
+from foveal.models.vqa.encoders import GridEncoder, QuestionEncoder
+from foveal.models.vqa.heads import VQA_HEADS, HeadInputs, HeadOutput, VQAHead
+from foveal.registry import MODELS
+from foveal.specs import resolve_spec
+
+
+@dataclass
+class VQASpec:
+    """The options of :class:`VQA`, each with its default."""
+
+    # a name in VQA_HEADS: none, spatial, dot, cosine, stacked, stacked-dot, channel, cross-layer, context-bilstm,
+    # context-self, transformer, coattention-independent, -joint, -parallel, -parallel-learned, -alternating
+    head: str = "stacked"
+    # attention hops of stacked(-dot), channel, coattention-independent/-joint and context-*; blocks of transformer
+    hops: int = 2
+    dim: int = 64  # d, the size of the region vectors, of v_Q and of phi
+    k_dim: int = 64  # joint-embedding size of the attention scores
+    channels: tuple[int, ...] = (16, 32, 32, 32)  # output channels of each CNN block (see GridEncoder)
+    grid: int = 16  # the CNN's output map is grid x grid regions
+    coords: bool = True  # append each pixel's (x, y) to the CNN's input (CoordConv)
+    grid_coords: bool = False  # append each cell's (x, y) to its region vector: relations need positions
+    stem_stride: int = 1  # stride of the CNN's first convolution
+    # the CNN's first layers: "conv" (3x3 blocks and pooling) or "patch" (a cell x cell patch embedding,
+    # then 1x1 blocks: each region sees only its own cell)
+    stem: Literal["conv", "patch"] = "conv"
+    # what the scores read for each region: "values" (the region vectors themselves) or "patch" (a separate
+    # per-cell encoder: what is in the cell, not what is near it); heads spatial, dot, cosine, stacked(-dot)
+    keys: Literal["values", "patch"] = "values"
+    key_channels: tuple[int, ...] = (32, 32)  # block widths of the keys="patch" encoder
+    embed_dim: int = 32  # word-embedding size
+    bidirectional: bool = True  # BiLSTM question encoder (seed 002) or one-way LSTM (seed 000)
+    mlp_hidden: int = 64  # hidden width of the answer MLP
+    image_size: int = 64  # input height and width, in pixels (fixed by the data)
+    pointing: bool = False  # add the candidate-box scorer (pointing questions pass boxes to forward)
+    heads: int = 4  # attention heads of the transformer head
+    # add to each candidate box's score the log of the last map's mean weight inside the box: the pointing
+    # answer is where the model looked, so the pointing loss trains the attention directly
+    point_by_attention: bool = False
+
+
+class VQAOutput(NamedTuple):
+    """The answer logits and every map the head computed.
+
+    Shape:
+        - logits: ``(B, num_answers)``
+        - attention: ``(B, hops, N)`` (one map per hop over the ``N = h w`` grid cells, row-major),
+          or None for the ``none`` head
+        - word_weights: ``(B, S, T)``, weights over the question's words per step, or None
+        - channel_weights: ``(B, dim)`` for the ``channel`` head, else None
+        - layer_weights: ``(B, L)`` for the ``cross-layer`` head, else None
+        - candidate_logits: ``(B, K)``, a score per candidate box when ``boxes`` were given, else None
+    """
+
+    logits: Tensor
+    attention: Tensor | None
+    word_weights: Tensor | None = None
+    channel_weights: Tensor | None = None
+    layer_weights: Tensor | None = None
+    candidate_logits: Tensor | None = None
+
+
+def _slot_in_picture(image_index: Tensor, pictures: int) -> Tensor:
+    """Each question's position among its picture's questions: ``[0, 0, 1, 1, 0] -> [0, 1, 0, 1, 2]``."""
+    order = torch.argsort(image_index, stable=True)
+    counts = torch.bincount(image_index, minlength=pictures)
+    starts = torch.cumsum(counts, 0) - counts
+    slot = torch.empty_like(image_index)
+    slot[order] = torch.arange(len(image_index), device=image_index.device) - starts[image_index[order]]
+    return slot
+
+
+@MODELS.register("vqa")
+class VQA(nn.Module):
+    """CNN grid + LSTM question + attention head + answer MLP (seeds 000 and 002).
+
+    The image goes through :class:`GridEncoder`; its ``grid x grid`` map is unfolded into ``N`` region
+    vectors and projected to ``d`` (``V``). The question goes through :class:`QuestionEncoder` (``v_Q``).
+    The head (:data:`VQA_HEADS`, called as ``head(V, v_Q, inputs)``) gives ``phi``; an MLP maps ``phi``
+    to the answer logits.
+
+    Args:
+        vocab_size: question vocabulary size (token 0 is padding).
+        num_answers: number of answer classes.
+        spec: the options (:class:`VQASpec`); single options may also be given by name.
+
+    Pointing (Visual7W "which" answers): each candidate box pools the regions the head saw with
+    :func:`foveal.attention.box_weights`, and an additive score compares it with ``phi``:
+    ``s_k = w^T tanh(W_c c_k + W_p phi + b)``; the loss is a cross-entropy over the ``K`` candidates.
+    With ``point_by_attention``, ``s_k + log(sum_i B_ki alpha_i)`` where ``B_k`` are the box's pooling
+    weights and ``alpha`` the last map: without it the attention learns only through the answer, and
+    from scratch it never found the named object on ``shapes`` (docs/studies/vqa-shapes-attention.md).
+
+    Shape:
+        - image: ``(B, 3, image_size, image_size)``
+        - question: int64 ``(B, L)`` padded with 0; length: int64 ``(B,)``
+        - image_index: optional int64 ``(B,)``; then ``image`` is ``(I, 3, size, size)`` and question
+          ``b`` is about ``image[image_index[b]]``
+        - boxes: optional float ``(B, K, 4)``, candidate boxes ``(x0, y0, x1, y1)`` in pixels
+        - output: :class:`VQAOutput`, logits ``(B, num_answers)``, attention ``(B, hops, grid * grid)``
+
+    Convention:
+        Attention weights index the grid row-major (``i = row * grid + col``), row 0 at the top of
+        the image, as :func:`foveal.attention.grid.flatten_grid` unfolds it. Boxes are pixels,
+        half-open, ``x`` right and ``y`` down; the grid covers the top-left ``grid * cell_size``
+        pixels of the image (max-pooling floors odd sizes), and boxes are pooled on that extent.
+
+    Example:
+        >>> model = VQA(20, 13, head="stacked", hops=2, dim=16, k_dim=8, channels=(4, 4), grid=16)
+        >>> out = model(torch.randn(2, 3, 64, 64), torch.tensor([[3, 4, 0], [5, 6, 7]]), torch.tensor([2, 3]))
+        >>> out.logits.shape, out.attention.shape
+        (torch.Size([2, 13]), torch.Size([2, 2, 256]))
+        >>> spec = VQASpec(head="coattention-alternating", dim=16, k_dim=8, channels=(4, 4), pointing=True)
+        >>> model = VQA(20, 12, spec)
+        >>> out = model(torch.randn(2, 3, 64, 64), torch.tensor([[3, 4, 0], [5, 6, 7]]), torch.tensor([2, 3]),
+        ...             boxes=torch.tensor([[[0.0, 0, 8, 8], [8, 8, 16, 16], [0, 8, 8, 16], [40, 40, 50, 50]]] * 2))
+        >>> out.candidate_logits.shape, out.word_weights.shape
+        (torch.Size([2, 4]), torch.Size([2, 2, 3]))
+    """
+
+    def __init__(self, vocab_size: int, num_answers: int, spec: VQASpec | None = None, **options: Any) -> None:
+        super().__init__()
+        self.spec = spec = resolve_spec(VQASpec, spec, options)
+        channels, dim, grid = tuple(spec.channels), spec.dim, spec.grid
+        self.grid, self.grid_coords = grid, spec.grid_coords
+        self.image_encoder = GridEncoder(
+            channels,
+            image_size=spec.image_size,
+            grid=grid,
+            coords=spec.coords,
+            stem_stride=spec.stem_stride,
+            stem=spec.stem,
+        )
+        self.project = nn.Linear(channels[-1] + 2 * spec.grid_coords, dim)
+        self.question_encoder = QuestionEncoder(
+            vocab_size, dim, embed_dim=spec.embed_dim, bidirectional=spec.bidirectional
+        )
+        self.head = VQA_HEADS.get(spec.head)(
+            dim, k_dim=spec.k_dim, hops=spec.hops, heads=spec.heads, layer_dims=channels
+        )
+        if not isinstance(self.head, VQAHead):
+            raise TypeError(f"the {spec.head!r} head must be a VQAHead, got {type(self.head).__name__}")
+        if self.head.grouped and self.head.reads & {"words", "layers"}:
+            raise ValueError(
+                f"the {spec.head!r} head is grouped, so it may read only keys, not {sorted(self.head.reads)}"
+            )
+        if spec.keys not in ("values", "patch"):
+            raise ValueError(f"keys must be 'values' or 'patch', got {spec.keys!r}")
+        self.key_encoder: GridEncoder | None = None
+        if spec.keys == "patch":
+            if "keys" not in self.head.reads:
+                raise ValueError(f"keys='patch' is not supported by the {spec.head!r} head")
+            key_channels = tuple(spec.key_channels)
+            self.key_encoder = GridEncoder(
+                key_channels, image_size=spec.image_size, grid=grid, coords=spec.coords, stem="patch"
+            )
+            self.key_project = nn.Linear(key_channels[-1], dim)
+        self.classifier = nn.Sequential(
+            nn.Linear(dim, spec.mlp_hidden), nn.ReLU(), nn.Linear(spec.mlp_hidden, num_answers)
+        )
+        self.pointer = Additive(dim, dim, spec.k_dim) if spec.pointing else None
+        self.point_by_attention = spec.point_by_attention
+        self.covered = grid * self.image_encoder.cell_size  # pixels the grid covers, per side
+
+    def forward(
+        self,
+        image: Tensor,
+        question: Tensor,
+        length: Tensor,
+        image_index: Tensor | None = None,
+        boxes: Tensor | None = None,
+    ) -> VQAOutput:
+        reads = self.head.reads
+        layers = self.image_encoder.block_outputs(image) if "layers" in reads else [self.image_encoder(image)]
+        grid_map = add_coords(layers[-1]) if self.grid_coords else layers[-1]
+        V = self.project(flatten_grid(grid_map))  # (I, N, d)
+        keys = None if self.key_encoder is None else self.key_project(flatten_grid(self.key_encoder(image)))
+        if image_index is not None and self.head.grouped:
+            out = self._answer_grouped(V, keys, question, length, image_index, pooled=boxes is not None)
+            V = V[image_index] if boxes is not None else V  # pointing pools each question's regions
+        else:
+            if image_index is not None:  # one question per row: copy each question's picture
+                V = V[image_index]  # (B, N, d)
+                keys = None if keys is None else keys[image_index]
+                layers = [layer[image_index] for layer in layers] if "layers" in reads else layers
+            if "words" in reads:
+                v_Q, words, word_mask = self.question_encoder.states(question, length)
+            else:
+                v_Q, words, word_mask = self.question_encoder(question, length), None, None
+            inputs = HeadInputs(keys, words, word_mask, tuple(layers) if "layers" in reads else ())
+            out = self.head(V, v_Q, inputs)
+        candidate_logits = None
+        if boxes is not None:
+            if self.pointer is None:
+                raise ValueError("boxes given to a VQA model built without pointing=True")
+            check_shape("boxes", boxes, (V.shape[0], None, 4))
+            regions = V if out.regions is None else out.regions
+            pool = box_weights(boxes, (self.covered, self.covered), (self.grid, self.grid))  # (B, K, N)
+            candidate_logits = self.pointer(out.phi.unsqueeze(1), pool @ regions).squeeze(1)  # (B, K)
+            if self.point_by_attention and out.weights is not None:
+                mass = (pool * out.weights[:, -1:]).sum(-1)  # (B, K): the last map's mean weight in each box
+                candidate_logits = candidate_logits + mass.clamp_min(torch.finfo(mass.dtype).tiny).log()
+        return VQAOutput(
+            self.classifier(out.phi),
+            out.weights,
+            out.word_weights,
+            out.channel_weights,
+            out.layer_weights,
+            candidate_logits,
+        )
+
+    def _answer_grouped(
+        self, V: Tensor, keys: Tensor | None, question: Tensor, length: Tensor, image_index: Tensor, pooled: bool
+    ) -> HeadOutput:
+        """Answer every question against its picture's regions in one pass, on a (pictures, questions
+        per picture) layout, instead of copying the regions once per question.
+
+        Shape:
+            - V: ``(I, N, d)``; keys: ``(I, N, d)`` or None; question: ``(B, L)``; length, image_index: ``(B,)``
+            - output: :class:`HeadOutput` per question, ``phi`` ``(B, d)``, ``weights`` ``(B, hops, N)``,
+              ``regions`` ``(B, N, d)`` when ``pooled`` (the candidate boxes need them), else None
+        """
+        slot = _slot_in_picture(image_index, V.shape[0])
+        questions = self.question_encoder(question, length)
+        v_Q = questions.new_zeros(V.shape[0], int(slot.max()) + 1, questions.shape[-1])
+        v_Q[image_index, slot] = questions
+        out = self.head(V, v_Q, HeadInputs(keys=keys))
+        weights = None if out.weights is None else out.weights[image_index, slot]
+        regions = None if out.regions is None or not pooled else out.regions[image_index]
+        return HeadOutput(out.phi[image_index, slot], weights, regions=regions)
