@@ -3,7 +3,7 @@
     python studies/draw-equal-time/draw_equal_time.py --budget 420 --preset quick --arms attention none \\
         [--dataset mnist] [--seed 0] [--out runs/draw-equal-time] [--set key=value ...]
 
-Each arm is the ``draw`` recipe's config (``--preset``, ``attention`` set per arm) trained through
+Each arm is the ``draw`` recipe's config (``--preset``, ``model.attention`` set per arm) trained through
 the loop's step (:meth:`foveal.train.Trainer.step`: the recipe's loss, Adam settings and gradient
 clipping) for ``--budget`` seconds of this process's CPU time (``time.process_time``: on a shared
 machine, waiting for a core is not counted, so both arms get the same compute whatever the load).
@@ -36,7 +36,7 @@ from foveal.train import RunDir, Trainer, evaluate, save_atomic, seed_everything
 
 def train_arm(arm: str, args: argparse.Namespace) -> dict[str, float]:
     recipe = RECIPES.get("draw")
-    sets = {**parse_sets(args.set), "attention": str(arm == "attention"), "dataset": args.dataset}
+    sets = {**parse_sets(args.set), "model.attention": str(arm == "attention"), "dataset": args.dataset}
     config = resolve_config(recipe, args.preset, None, sets, args.seed, 1)
     torch.set_num_threads(1)
     run_dir = Path(args.out) / f"{args.dataset}-{arm}-seed{args.seed}"

@@ -3,14 +3,14 @@
 The ``stn`` recipe's ST-CNN with the 3-parameter ``attention`` transform (zoom and shift) on 60 x 60
 cluttered Fashion-MNIST, its CNN reading a 28 x 28 glimpse. The two arms share everything (the
 localisation net, its identity start, the CNN, Adam at lr 1e-3, batches, seeds) except the read:
-``read=bilinear`` samples the glimpse with the STN's bilinear sampler, ``read=gaussian`` puts one
-Gaussian (std ``gaussian_std`` strides) on each of the same sampling points
+``model.read=bilinear`` samples the glimpse with the STN's bilinear sampler, ``model.read=gaussian``
+puts one Gaussian (std ``model.gaussian_std`` strides) on each of the same sampling points
 (:func:`foveal.glimpse.gaussian_params`). Train the runs first (one per arm and seed), then summarise:
 
     for read in bilinear gaussian; do for seed in 0 1 2; do
       foveal train stn --preset quick --seed $seed --threads 1 --set distortion=cluttered \\
-        --set model=stcnn --set transform=attention --set st_size=28 --set read=$read \\
-        --set loop.steps=3000 --set loop.eval_every=250 --out runs/e2e/$read-s$seed
+        --set model.name=stcnn --set model.transform=attention --set model.out_size=28 \\
+        --set model.read=$read --set loop.steps=3000 --set loop.eval_every=250 --out runs/e2e/$read-s$seed
     done; done
     python studies/glimpse-end-to-end/glimpse_end_to_end.py runs/e2e --figure docs/figures/glimpse-end-to-end.png
 
