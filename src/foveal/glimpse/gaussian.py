@@ -9,41 +9,42 @@ only in how the Gaussians are parametrised:
 - DRAW: five unconstrained numbers ``(g~_X, g~_Y, log sigma^2, log delta~, log gamma)`` mapped to a
   grid centre, a stride scaled to the image, one variance and an intensity.
 
-Speed. The product runs as two batched GEMMs with the channels folded into them (no loop over
-channels, no 3-operand einsum). When the Gaussians are narrow and close together (a zoomed-in
-glimpse: filters of a few pixels on a large image), almost every filter weight is zero; the
-truncated path then multiplies only a window of the image that holds every Gaussian out to
-``support`` standard deviations (see :func:`gaussian_glimpse`'s ``truncate``).
+Each turns its parameters into one ``(first centre, stride, variance)`` per axis; the product
+itself, dense or cut to the window the Gaussians cover (``truncate``), is
+:mod:`foveal.glimpse.separable`.
 """
 
 from __future__ import annotations
 
-from typing import Literal, NamedTuple
+from typing import NamedTuple
 
 import torch
 from torch import Tensor, nn
 
 from foveal._checks import check_shape
-from foveal.glimpse.crop import _check_size, crop
+from foveal.glimpse.crop import _check_size
+from foveal.glimpse.separable import (
+    TRUNCATE_AREA_FRACTION,
+    Z_MAX,
+    Axis,
+    Truncate,
+    gaussian_rows,
+    separable,
+    separable_glimpse,
+)
+
+# benchmarks/glimpse.py imports the product under its old private name from here.
+_separable = separable
 
 SIGMA_MIN = 1e-3
 """Smallest standard deviation used, in pixels. Narrower Gaussians are clamped to it (their gradient
 is then zero): below it a filter is a one-hot pixel anyway, and ``(c - mu) / sigma`` would overflow to
 ``inf`` and turn ``0 * inf`` into NaN in the backward pass."""
 
-TRUNCATE_AREA_FRACTION = 0.25
-"""``truncate="auto"`` takes the windowed path when the window is at most this fraction of the image
-area (the speed-up is roughly the inverse of the fraction, less the cost of cutting the window)."""
-
 LOG_MAX = 50.0
 """DRAW's five parameters are clamped to ``[-LOG_MAX, LOG_MAX]`` before use (the three logs before ``exp``),
 so a diverging network gives a finite (if useless) window instead of inf and NaN; the gradient is zero
 beyond the clamp. ``g~ = +-50`` is already 25 image widths off the image."""
-
-Z_MAX = 1e3
-"""Largest standardised distance ``|a - mu| / sigma`` evaluated (the weight beyond it is exactly 0)."""
-
-Truncate = bool | Literal["auto"]
 
 
 def gaussian_mask(center: Tensor, sigma: Tensor, stride: Tensor, rows: int, cols: int, *, eps: float = 1e-8) -> Tensor:
@@ -84,7 +85,7 @@ def gaussian_mask(center: Tensor, sigma: Tensor, stride: Tensor, rows: int, cols
             f"{tuple(sigma.shape)}, {tuple(stride.shape)}"
         )
     positions = torch.arange(cols, device=center.device, dtype=center.dtype)
-    return _gaussian_rows(center, stride, sigma.clamp_min(SIGMA_MIN) ** 2, rows, positions, None, eps)
+    return gaussian_rows(center, stride, sigma.clamp_min(SIGMA_MIN) ** 2, rows, positions, None, eps)
 
 
 def gaussian_glimpse(
@@ -136,10 +137,8 @@ def gaussian_glimpse(
     sizes = check_shape("images", images, ("B", "C", "H", "W"))
     check_shape("params", params, ("B", 6), sizes)
     uy, sy, dy, ux, sx, dx = params.unbind(-1)
-    return _glimpse(
-        images, (uy, dy, sy.clamp_min(SIGMA_MIN) ** 2), (ux, dx, sx.clamp_min(SIGMA_MIN) ** 2), (h, w), 0.0,
-        truncate, support, eps,
-    )  # fmt: skip
+    axis_y, axis_x = (uy, dy, sy.clamp_min(SIGMA_MIN) ** 2), (ux, dx, sx.clamp_min(SIGMA_MIN) ** 2)
+    return separable_glimpse(images, axis_y, axis_x, (h, w), truncate=truncate, support=support, eps=eps)
 
 
 class DrawWindow(NamedTuple):
@@ -217,6 +216,13 @@ def draw_window(params: Tensor, image_size: tuple[int, int], N: int) -> DrawWind
     )
 
 
+def _draw_axes(window: DrawWindow, N: int) -> tuple[Axis, Axis]:
+    # mu^i = g + (i - N/2 - 0.5) delta for i = 1..N: the first centre is g - (N - 1)/2 delta.
+    variance = window.sigma2.clamp_min(SIGMA_MIN**2)
+    first = -(N - 1) / 2 * window.delta
+    return (window.g_Y + first, window.delta, variance), (window.g_X + first, window.delta, variance)
+
+
 def filterbank(params: Tensor, image_size: tuple[int, int], N: int, *, eps: float = 1e-8) -> Filterbank:
     """DRAW's ``N x A`` and ``N x B`` Gaussian filterbanks (seed 004).
 
@@ -250,8 +256,8 @@ def filterbank(params: Tensor, image_size: tuple[int, int], N: int, *, eps: floa
     H, W = image_size
     (fy, dy, vy), (fx, dx, vx) = _draw_axes(window, N)
     one_based = 1.0 + torch.arange(max(H, W), device=params.device, dtype=params.dtype)
-    F_X = _gaussian_rows(fx, dx, vx, N, one_based[:W], None, eps)
-    F_Y = _gaussian_rows(fy, dy, vy, N, one_based[:H], None, eps)
+    F_X = gaussian_rows(fx, dx, vx, N, one_based[:W], None, eps)
+    F_Y = gaussian_rows(fy, dy, vy, N, one_based[:H], None, eps)
     return Filterbank(F_X, F_Y, window)
 
 
@@ -298,7 +304,7 @@ def gaussian_read(
         images = torch.cat([images, error_images], dim=1)
     window = draw_window(params, images.shape[-2:], N)
     axis_y, axis_x = _draw_axes(window, N)
-    glimpse = _glimpse(images, axis_y, axis_x, (N, N), 1.0, truncate, support, eps)
+    glimpse = separable_glimpse(images, axis_y, axis_x, (N, N), origin=1.0, truncate=truncate, support=support, eps=eps)
     return ReadOutput(glimpse * window.gamma[:, None, None, None], window)
 
 
@@ -328,7 +334,7 @@ def gaussian_write(patch: Tensor, params: Tensor, image_size: tuple[int, int], *
     sizes = check_shape("patch", patch, ("B", "C", N, N))
     check_shape("params", params, ("B", 5), sizes)
     F_X, F_Y, window = filterbank(params, image_size, N, eps=eps)
-    canvas = _separable(patch, F_Y.transpose(1, 2), F_X.transpose(1, 2))
+    canvas = separable(patch, F_Y.transpose(1, 2), F_X.transpose(1, 2))
     return WriteOutput(canvas * (-params[:, 4].clamp(-LOG_MAX, LOG_MAX)).exp()[:, None, None, None], window)
 
 
@@ -392,97 +398,6 @@ class GaussianWrite(nn.Module):
     def forward(self, h: Tensor, image_size: tuple[int, int]) -> WriteOutput:
         patch = self.patch(h).view(-1, self.channels, self.N, self.N)
         return gaussian_write(patch, self.params(h), image_size)
-
-
-# --- the shared machinery ---------------------------------------------------------------------
-
-Axis = tuple[Tensor, Tensor, Tensor]  # (centre of the first Gaussian, stride, variance), each (B,)
-
-
-def _draw_axes(window: DrawWindow, N: int) -> tuple[Axis, Axis]:
-    # mu^i = g + (i - N/2 - 0.5) delta for i = 1..N: the first centre is g - (N - 1)/2 delta.
-    variance = window.sigma2.clamp_min(SIGMA_MIN**2)
-    first = -(N - 1) / 2 * window.delta
-    return (window.g_Y + first, window.delta, variance), (window.g_X + first, window.delta, variance)
-
-
-def _gaussian_rows(
-    first: Tensor, stride: Tensor, variance: Tensor, n: int, positions: Tensor, inside: Tensor | None, eps: float
-) -> Tensor:
-    """``n`` Gaussians centred at ``first + r stride``, evaluated at ``positions``, rows normalised.
-
-    ``first, stride, variance``: ``(*batch)``; ``positions``: ``(L,)`` or ``(*batch, L)``;
-    ``inside``: bool like ``positions`` (False: the position is off the image and weighs zero).
-    Returns ``(*batch, n, L)``.
-    """
-    r = torch.arange(n, device=first.device, dtype=first.dtype)
-    centres = first[..., None] + r * stride[..., None]  # (*batch, n)
-    offsets = positions[..., None, :] - centres[..., :, None]  # (*batch, n, L)
-    # Clamping the standardised offset changes no weight (exp(-Z_MAX^2 / 2) is 0 in float64) but keeps
-    # inf out of the forward pass, and with it 0 * inf = NaN out of the backward.
-    z = (offsets * variance.rsqrt()[..., None, None]).clamp(-Z_MAX, Z_MAX)
-    weights = torch.exp(-0.5 * z.square())
-    if inside is not None:
-        weights = weights * inside[..., None, :]
-    return weights / (weights.sum(-1, keepdim=True) + eps)
-
-
-def _separable(images: Tensor, Ay: Tensor, Ax: Tensor) -> Tensor:
-    """``Ay @ images[b, c] @ Ax^T`` for every image and channel, channels folded into two GEMMs.
-
-    images ``(B, C, H, W)``, Ay ``(B, h, H)``, Ax ``(B, w, W)`` -> ``(B, C, h, w)``. The first GEMM is
-    ``Ax (w x W) @ X^T (W x C*H)``, the second ``(w*C x H) @ Ay^T (H x h)``: every channel rides in one
-    matrix dimension, which is 1.0-4x faster than a 3-operand einsum or a matmul broadcast over C
-    (benchmarks/glimpse.py).
-    """
-    B, C, H, W = images.shape
-    h, w = Ay.shape[1], Ax.shape[1]
-    t = torch.bmm(Ax, images.reshape(B, C * H, W).transpose(1, 2))  # (B, w, C*H)
-    g = torch.bmm(t.reshape(B, w * C, H), Ay.transpose(1, 2))  # (B, w*C, h)
-    return g.view(B, w, C, h).permute(0, 2, 3, 1)
-
-
-def _glimpse(
-    images: Tensor,
-    axis_y: Axis,
-    axis_x: Axis,
-    size: tuple[int, int],
-    origin: float,
-    truncate: Truncate,
-    support: float,
-    eps: float,
-) -> Tensor:
-    """The separable Gaussian product, dense or windowed. Pixel ``p`` (0-based) sits at ``p + origin``."""
-    if truncate not in (True, False, "auto"):
-        raise ValueError(f"truncate: expected True, False or 'auto', got {truncate!r}")
-    H, W = images.shape[-2:]
-    h, w = size
-    if truncate is not False:
-        (y0, ny), (x0, nx) = _window(axis_y, h, support, origin), _window(axis_x, w, support, origin)
-        if truncate is True or ny * nx <= TRUNCATE_AREA_FRACTION * H * W:
-            # Cut the window out (zeros outside the image, and those pixels masked out of the sums).
-            window = crop(images, torch.stack([x0, y0], dim=-1), (ny, nx))
-            ys = y0[:, None] + torch.arange(ny, device=images.device)  # (B, ny)
-            xs = x0[:, None] + torch.arange(nx, device=images.device)  # (B, nx)
-            Ay = _gaussian_rows(*axis_y, h, ys.to(images.dtype) + origin, (ys >= 0) & (ys < H), eps)
-            Ax = _gaussian_rows(*axis_x, w, xs.to(images.dtype) + origin, (xs >= 0) & (xs < W), eps)
-            return _separable(window, Ay, Ax)
-    positions = origin + torch.arange(max(H, W), device=images.device, dtype=images.dtype)
-    Ay = _gaussian_rows(*axis_y, h, positions[:H], None, eps)
-    Ax = _gaussian_rows(*axis_x, w, positions[:W], None, eps)
-    return _separable(images, Ay, Ax)
-
-
-def _window(axis: Axis, n: int, support: float, origin: float) -> tuple[Tensor, int]:
-    """First 0-based pixel of each image's window ``(B,)`` and the window length (the batch's largest)."""
-    first, stride, variance = (t.detach() for t in axis)
-    last = first + (n - 1) * stride
-    reach = support * variance.sqrt()
-    lo = torch.minimum(first, last) - reach - origin
-    hi = torch.maximum(first, last) + reach - origin
-    start = lo.floor()
-    length = int((hi.ceil() - start).max().item()) + 1
-    return start.long(), max(length, 1)
 
 
 __all__ = [
