@@ -222,16 +222,26 @@ COMMANDS = {
 }
 
 
+def _one_line(error: BaseException) -> str:
+    """What to print for an error: its message, or for a file-system error what failed on which path."""
+    if isinstance(error, OSError) and error.strerror:
+        where = f" {error.filename!r}" if error.filename else ""
+        return f"cannot use{where}: {error.strerror.lower()}; choose another path (--out) or fix its permissions"
+    if isinstance(error, ModuleNotFoundError):
+        return f"the package {error.name!r} is not installed; install foveal's extras: pip install 'foveal[recipes]'"
+    return str(error).splitlines()[0] if str(error) else type(error).__name__
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run the ``foveal`` command line; returns the exit status."""
+    """Run the ``foveal`` command line; returns the exit status.
+
+    A failure a user can cause or meet (a bad argument, file or path, missing data, a run that
+    diverged) prints one line to stderr and returns 2; anything else prints one line naming it as
+    an internal error and returns 1. ``FOVEAL_DEBUG=1`` raises instead, with the traceback.
+    """
     args = _parser().parse_args(argv)
     try:
         return COMMANDS[args.command](args)
-    except ValueError as e:
-        if os.environ.get("FOVEAL_DEBUG"):
-            raise
-        print(f"foveal: error: {e}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt as e:
         from foveal.train import Interrupted
 
@@ -240,6 +250,18 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print("foveal: interrupted", file=sys.stderr)
         return 130
+    except (ValueError, OSError, ImportError) as e:
+        if os.environ.get("FOVEAL_DEBUG"):
+            raise
+        print(f"foveal: error: {_one_line(e)}", file=sys.stderr)
+        return 2
+    except Exception as e:
+        if os.environ.get("FOVEAL_DEBUG"):
+            raise
+        print(
+            f"foveal: internal error: {type(e).__name__}: {_one_line(e)} (FOVEAL_DEBUG=1 shows where)", file=sys.stderr
+        )
+        return 1
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ from foveal.recipes.config import (
 )
 from foveal.registry import RECIPES
 from foveal.train import RunDir, evaluate, load, seed_everything, train
+from foveal.train.checkpoint import load_model_state, write_text_atomic
 from foveal.train.distributed import is_main
 
 # Keys a resumed run may change: they steer logging and stopping, not the numbers already made.
@@ -155,7 +156,7 @@ def load_run(run_dir: str | Path) -> Run:
     if not path.is_file():
         raise ValueError(f"{run_dir} has no {path.name}; train it first (foveal train {recipe.name} --out {run_dir})")
     state = load(path)
-    task.model.load_state_dict(state["model"])
+    load_model_state(task.model, state.get("model"), path)
     for callback, saved in zip(task.callbacks, state.get("callbacks", []), strict=False):
         callback.load_state_dict(saved)
     return Run(run_dir, recipe, preset, config, task)
@@ -170,7 +171,7 @@ def eval_run(run: str | Path | Run, threads: int | None = None) -> dict[str, flo
     if run.task.evaluate is None or run.task.eval_set is None:
         raise ValueError(f"recipe {run.recipe.name!r} defines no evaluation")
     metrics = evaluate(run.task, run.task.model)
-    RunDir(run.dir).eval.write_text(json.dumps(metrics, indent=2) + "\n")
+    write_text_atomic(json.dumps(metrics, indent=2) + "\n", RunDir(run.dir).eval)
     return metrics
 
 
@@ -205,7 +206,7 @@ def run_pipeline(
     run, metrics = start_run(recipe, preset, sets=sets, seed=seed, threads=threads, out=out, overwrite=True)
     # The loop's final evaluation is of this very model: keep it rather than evaluate again.
     if run.task.evaluate is not None and run.task.eval_set is not None:
-        RunDir(run.dir).eval.write_text(json.dumps(metrics, indent=2) + "\n")
+        write_text_atomic(json.dumps(metrics, indent=2) + "\n", RunDir(run.dir).eval)
     figures = show_run(run) if run.task.show is not None else []
     report = write_report(run.dir)
     return {

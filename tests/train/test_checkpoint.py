@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 import torch
 
+from foveal.errors import CheckpointError
 from foveal.train import StepBatchSampler, load, save_atomic
-from foveal.train.checkpoint import rng_state, set_rng_state
+from foveal.train.checkpoint import load_model_state, rng_state, set_rng_state
 
 
 class NotAllowed:
@@ -31,8 +32,55 @@ def test_save_is_atomic_and_leaves_no_temp_file(tmp_path):
 
 def test_load_refuses_arbitrary_objects(tmp_path):
     torch.save({"obj": Custom()}, tmp_path / "evil.pt")
-    with pytest.raises(pickle.UnpicklingError):
+    with pytest.raises(CheckpointError, match="objects other than tensors"):
         load(tmp_path / "evil.pt")
+
+
+class Payload:
+    """Unpickling this would run a shell command: a malicious checkpoint."""
+
+    def __reduce__(self):
+        import os
+
+        return (os.system, ("touch pwned",))
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"", "truncated, empty or not a torch file"),
+        (b"\x00" * 100, "truncated, empty or not a torch file"),
+        (bytes(range(256)) * 4, "truncated, empty or not a torch file"),
+        ("truncated", "truncated, empty or not a torch file"),
+        ("tensor", "not a foveal checkpoint"),
+        ("malicious", "objects other than tensors"),
+    ],
+)
+def test_load_names_what_is_wrong_with_a_bad_file(tmp_path, monkeypatch, content, message):
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "checkpoint.pt"
+    if content == "truncated":
+        save_atomic({"model": {"w": torch.ones(1000)}}, path)
+        path.write_bytes(path.read_bytes()[:500])
+    elif content == "tensor":
+        torch.save(torch.ones(3), path)
+    elif content == "malicious":
+        torch.save({"model": Payload()}, path)
+    else:
+        path.write_bytes(content)
+    with pytest.raises(CheckpointError, match=message):
+        load(path)
+    assert not (tmp_path / "pwned").exists()  # nothing in the file ran
+
+
+def test_a_state_that_does_not_fit_the_model_is_named():
+    model = torch.nn.Linear(3, 2)
+    state = torch.nn.Linear(4, 2).state_dict() | {"extra": torch.zeros(1)}
+    with pytest.raises(CheckpointError, match=r"unexpected extra.*weight \(2, 4\) vs \(2, 3\)"):
+        load_model_state(model, state, "c.pt")
+    with pytest.raises(CheckpointError, match="missing bias"):
+        load_model_state(model, {"weight": torch.zeros(2, 3)}, "c.pt")
+    load_model_state(model, torch.nn.Linear(3, 2).state_dict(), "c.pt")  # a fitting one loads
 
 
 def test_rng_states_round_trip_through_a_safe_checkpoint(tmp_path):

@@ -21,8 +21,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
+from foveal.errors import FovealError
 from foveal.recipes.base import Recipe, RunConfig
 from foveal.specs import field_docs
+from foveal.train.checkpoint import write_text_atomic
 from foveal.train.run_dir import RunDir
 
 
@@ -239,20 +241,20 @@ def resolve_config(
 ) -> RunConfig:
     """Build a recipe's config from its layers, lowest priority first.
 
-        Args:
-            recipe: the recipe whose config dataclass gives the defaults.
-            preset: a name in ``recipe.presets`` (None: the defaults alone).
-            config_file: a ``.toml``/``.json`` file of overrides.
-            sets: ``{dotted key: value}`` from ``--set`` (strings are parsed to the field's type).
-            seed: ``--seed``, applied last.
-            threads: ``--threads``, applied last.
+    Args:
+        recipe: the recipe whose config dataclass gives the defaults.
+        preset: a name in ``recipe.presets`` (None: the defaults alone).
+        config_file: a ``.toml``/``.json`` file of overrides.
+        sets: ``{dotted key: value}`` from ``--set`` (strings are parsed to the field's type).
+        seed: ``--seed``, applied last.
+        threads: ``--threads``, applied last.
 
-        Example:
-            >>> from foveal.recipes.base import Recipe, RunConfig
-            >>> r = Recipe("r", "demo", RunConfig, build=None, presets={"quick": {"loop.steps": 5}})
-            >>> c = resolve_config(r, "quick", sets={"loop.lr": "0.1"}, seed=7)
-            >>> c.loop.steps, c.loop.lr, c.seed
-            (5, 0.1, 7)
+    Example:
+        >>> from foveal.recipes.base import Recipe, RunConfig
+        >>> r = Recipe("r", "demo", RunConfig, build=None, presets={"quick": {"loop.steps": 5}})
+        >>> c = resolve_config(r, "quick", sets={"loop.lr": "0.1"}, seed=7)
+        >>> c.loop.steps, c.loop.lr, c.seed
+        (5, 0.1, 7)
     """
     config = recipe.config()
     if preset is not None:
@@ -330,7 +332,7 @@ def save_run_config(run_dir: str | Path, recipe: str, preset: str | None, config
     path = RunDir(run_dir).config
     path.parent.mkdir(parents=True, exist_ok=True)
     record = {"recipe": recipe, "preset": preset, "config": config_to_dict(config)}
-    path.write_text(json.dumps(record, indent=2) + "\n")
+    write_text_atomic(json.dumps(record, indent=2) + "\n", path)
     return path
 
 
@@ -342,7 +344,12 @@ def load_run_config(run_dir: str | Path) -> tuple[Recipe, str | None, RunConfig]
     path = RunDir(run_dir).config
     if not path.is_file():
         raise ValueError(f"{str(run_dir)!r} is not a run directory (no {path.name}); train one with `foveal train`")
-    record = json.loads(path.read_text())
+    try:
+        record = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise FovealError(f"{path!s} is not valid JSON ({e}); train the run again with --overwrite") from None
+    if not isinstance(record, dict) or not isinstance(record.get("recipe"), str) or "config" not in record:
+        raise FovealError(f"{path!s} names no recipe and config; train the run again with --overwrite")
     load_all()
     recipe = RECIPES.get(record["recipe"])
     config = apply_overrides(recipe.config(), record["config"], str(path))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 import signal
 import threading
@@ -17,10 +18,11 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader
 
+from foveal.errors import CheckpointError, NonFiniteError
 from foveal.train import checkpoint as ckpt
 from foveal.train import distributed as D
 from foveal.train.metrics import MetricsLog
-from foveal.train.optim import build_optimizer, build_scheduler, clip_gradients
+from foveal.train.optim import build_optimizer, build_scheduler, clip_gradients, gradient_norm
 from foveal.train.run_dir import RunDir
 from foveal.train.sampler import StepBatchSampler
 from foveal.train.task import RunConfig, Task
@@ -118,6 +120,7 @@ class Trainer:
         self.optimizer = build_optimizer(self.model.parameters(), config.loop)
         self.scheduler = build_scheduler(self.optimizer, config.loop, self._lr_scale)
         self.step_count = 0
+        self.skipped = 0  # steps skipped for a non-finite loss or gradient (loop.nonfinite="skip")
 
     def _lr_scale(self) -> float:
         scale = 1.0
@@ -135,16 +138,38 @@ class Trainer:
     def step(self, batch: Any) -> dict[str, float]:
         """One optimiser step on ``batch``: loss, backward, clip, step, callbacks, schedule.
 
+        A non-finite loss or gradient never reaches the weights: with ``loop.nonfinite="stop"`` it
+        raises :class:`NonFiniteError` naming the step; with ``"skip"`` the step is skipped and
+        counted (``skipped`` in the metrics).
+
         Returns the step's metrics (``loss`` and what the task's loss and callbacks report).
         """
         batch = to_device(batch, self.device)
         loss, metrics = self.task.loss(self.net, batch)
         self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        clip_gradients(self.model.parameters(), self.config.loop)
-        self.optimizer.step()
+        loss_value = loss.item()
+        finite = math.isfinite(loss_value)
+        if finite:
+            loss.backward()
+            norm = clip_gradients(self.model.parameters(), self.config.loop)
+            finite = math.isfinite(gradient_norm(self.model.parameters()) if norm is None else norm)
         self.step_count += 1
-        metrics = {"loss": loss.item(), **metrics}
+        if not finite:
+            self.optimizer.zero_grad(set_to_none=True)
+            what = "loss" if not math.isfinite(loss_value) else "gradient"
+            if self.config.loop.nonfinite == "stop":
+                raise NonFiniteError(
+                    f"step {self.step_count}: the {what} is not finite (loss {loss_value}); the run stopped "
+                    "and its last checkpoint is kept. Lower loop.lr, set loop.clip_norm, or set "
+                    "loop.nonfinite=skip to skip such steps",
+                    self.step_count,
+                )
+            self.skipped += 1
+        else:
+            self.optimizer.step()
+        metrics = {"loss": loss_value, **metrics}
+        if self.config.loop.nonfinite == "skip":
+            metrics["skipped"] = float(self.skipped)
         for callback in self.task.callbacks:
             callback.on_step_end(self.step_count, metrics)
         self.scheduler.step()  # after the callbacks: the next rate sees their new lr_scale
@@ -152,20 +177,32 @@ class Trainer:
 
     def state_dict(self) -> dict[str, Any]:
         return {
+            "format": ckpt.FORMAT,
             "step": self.step_count,
+            "skipped": self.skipped,
             "model": self.model.state_dict(),
             "optimizer": self.optimizer.state_dict(),
             "scheduler": self.scheduler.state_dict(),
             "callbacks": [callback.state_dict() for callback in self.task.callbacks],
         }
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.model.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.scheduler.load_state_dict(state["scheduler"])
-        for callback, saved in zip(self.task.callbacks, state.get("callbacks", []), strict=False):
+    def load_state_dict(self, state: dict[str, Any], path: str | Path = "checkpoint") -> None:
+        """Restore what :meth:`state_dict` returned; raises :class:`CheckpointError` if it does not fit."""
+        ckpt.check_training_state(state, path)
+        ckpt.load_model_state(self.model, state["model"], path)
+        try:
+            self.optimizer.load_state_dict(state["optimizer"])
+            self.scheduler.load_state_dict(state["scheduler"])
+        except (ValueError, KeyError) as e:
+            raise CheckpointError(f"{str(path)!r}: the optimiser state does not fit this model ({e})") from None
+        if len(state["callbacks"]) != len(self.task.callbacks):
+            raise CheckpointError(
+                f"{str(path)!r} holds {len(state['callbacks'])} callback states, the task has "
+                f"{len(self.task.callbacks)}: was it trained with other settings?"
+            )
+        for callback, saved in zip(self.task.callbacks, state["callbacks"], strict=True):
             callback.load_state_dict(saved)
-        self.step_count = state["step"]
+        self.step_count, self.skipped = state["step"], state.get("skipped", 0)
 
 
 def train(task: Task, config: RunConfig, run_dir: str | Path | RunDir, resume: bool = False) -> dict[str, float]:
@@ -208,7 +245,7 @@ def _train(task: Task, config: RunConfig, run: RunDir, resume: bool, device: tor
         if not run.checkpoint.is_file():
             raise ValueError(f"nothing to resume: {run.checkpoint} does not exist")
         state = ckpt.load(run.checkpoint, map_location=device)
-        trainer.load_state_dict(state)
+        trainer.load_state_dict(state, run.checkpoint)
         window = state["window"]
         if len(state["rng"]) == world_size:
             rng = state["rng"][rank]

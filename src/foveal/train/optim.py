@@ -98,3 +98,17 @@ def clip_gradients(params: Iterable[nn.Parameter], loop: LoopConfig) -> float | 
     if loop.clip_norm is not None:
         return float(torch.nn.utils.clip_grad_norm_(params, loop.clip_norm))
     return None
+
+
+def gradient_norm(params: Iterable[nn.Parameter]) -> float:
+    """The global 2-norm of the gradients (0.0 when there are none); NaN or inf if any element is.
+
+    Example:
+        >>> p = nn.Parameter(torch.zeros(2)); p.grad = torch.tensor([3.0, -4.0])
+        >>> gradient_norm([p])
+        5.0
+    """
+    grads = [p.grad for p in params if p.grad is not None]
+    if not grads:
+        return 0.0
+    return float(torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads])))

@@ -52,6 +52,8 @@ class LoopConfig:
     gamma: float = 0.1  # for schedule="step"
     clip_norm: float | None = None  # clip the global gradient norm
     clip_value: float | None = None  # clip each gradient element to [-v, v]
+    # a NaN or infinite loss or gradient stops the run (its last checkpoint is kept) or skips the step
+    nonfinite: Literal["stop", "skip"] = "stop"
     eval_every: int = 0  # 0: evaluate only at the end
     ckpt_every: int = 200  # steps between checkpoints (one is always written at the end)
     log_every: int = 20  # steps averaged into one line of metrics.jsonl
