@@ -26,6 +26,7 @@ from torch.utils.data import Dataset
 from foveal.data.by_image import ByImage, collate_by_image, denormalize, normalize
 from foveal.data.cache import cache_root, save_npz
 from foveal.data.text import PAD, UNK, encode, make_vocab, pad, tokenize
+from foveal.errors import DataUnavailableError
 
 __all__ = [
     "ANSWER_TYPES",
@@ -145,7 +146,7 @@ def _build_arrays() -> dict[str, np.ndarray]:
     try:
         import easy_vqa
     except ImportError:
-        raise ImportError(
+        raise DataUnavailableError(
             "easy-VQA needs the 'easy-vqa' package, which ships the data (pip install easy-vqa)"
         ) from None
     from PIL import Image

@@ -79,11 +79,9 @@ def _evaluate(model: nn.Module, dataset: Dataset) -> dict[str, float]:
 
 
 def _show(model: nn.Module, dataset: Dataset, figures_dir: Path) -> list[Path]:
-    import matplotlib
+    from foveal.viz import pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     device = next(model.parameters()).device
     grid = torch.linspace(-1.1, 1.1, 200)
     gx, gy = torch.meshgrid(grid, grid, indexing="xy")

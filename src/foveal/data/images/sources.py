@@ -22,6 +22,7 @@ import torch
 from torch import Tensor
 
 from foveal.data.cache import cache_root
+from foveal.errors import DataUnavailableError
 
 __all__ = [
     "BASES",
@@ -56,10 +57,6 @@ FASHION_FILES = {
 FASHION_URL = "http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/"
 DEBIAN_PACKAGE = "dataset-fashion-mnist"
 DEBIAN_DIR = Path("/usr/share/datasets/fashion-mnist")
-
-
-class DataUnavailableError(RuntimeError):
-    """A data set is neither on this machine nor downloadable; the message says how to get it."""
 
 
 _IDX_DTYPES = {
