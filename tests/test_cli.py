@@ -35,6 +35,20 @@ def test_list_names_recipes_with_presets(capsys):
     assert "attention modules:" in out and "models:" in out and "figures:" in out
 
 
+def test_train_prints_one_json_document(tmp_path, capsys):
+    assert main(["train", "toy", *QUICK, "--set", "loop.steps=2", "--out", str(tmp_path / "run")]) == 0
+    printed = json.loads(capsys.readouterr().out)  # the whole of stdout
+    assert printed["run"] == str(tmp_path / "run") and set(printed["metrics"]) == {"loss", "acc"}
+
+
+def test_version(capsys):
+    import foveal
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0 and capsys.readouterr().out.strip() == f"foveal {foveal.__version__}"
+
+
 def test_train_saves_the_resolved_config(run_dir):
     record = json.loads((run_dir / "config.json").read_text())
     assert (record["recipe"], record["preset"]) == ("toy", "quick")

@@ -26,6 +26,12 @@ EPILOG = """examples:
 """
 
 
+def _version() -> str:
+    from foveal import __version__
+
+    return __version__
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="foveal",
@@ -33,13 +39,14 @@ def _parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    p.add_argument("--version", action="version", version=f"foveal {_version()}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     sub.add_parser("list", help="recipes (with presets), attention modules, models and figures")
 
     t = sub.add_parser(
         "train",
-        help="train a recipe",
+        help="train a recipe; prints one JSON document {run, metrics}",
         description="Train RECIPE. Config precedence, lowest first: the recipe's defaults, --preset, "
         "--config FILE, --set key=value, --seed/--threads. The resolved config is saved as RUN/config.json. "
         "`foveal config RECIPE` lists every key with its default and doc.",
@@ -131,8 +138,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         resume=args.resume,
         overwrite=args.overwrite,
     )
-    _out(json.dumps(metrics))
-    _out(f"run: {run.dir}")
+    _out(json.dumps({"run": str(run.dir), "metrics": metrics}))
     return 0
 
 
