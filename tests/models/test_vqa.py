@@ -230,14 +230,3 @@ def test_image_index_shares_pictures_between_questions(head: str, extra: dict) -
 def test_slot_in_picture() -> None:
     assert _slot_in_picture(torch.tensor([0, 0, 1, 1, 0]), 2).tolist() == [0, 1, 0, 1, 2]
     assert _slot_in_picture(torch.tensor([2, 0, 2]), 3).tolist() == [0, 0, 1]
-
-
-def test_docs_example_adds_a_head() -> None:
-    # The python block of docs/vqa.md ("how to add an attention head") runs as written.
-    import re
-    from pathlib import Path
-
-    doc = Path(__file__).resolve().parents[2] / "docs" / "vqa.md"
-    (block,) = re.findall(r"```python\n(.*?)```", doc.read_text(), flags=re.DOTALL)
-    exec(compile(block, "docs/vqa.md", "exec"), {})
-    assert "spatial-linear" in VQA_HEADS
