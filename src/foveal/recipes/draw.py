@@ -178,7 +178,7 @@ RECIPES.register("draw")(
             },
             # minutes on one CPU thread. Read 5 x 5, not the paper's 2 x 2: at T = 16 a 2 x 2 read
             # sees 8 blurred numbers per step and the model needs ~4x more steps to the same loss
-            # (docs/draw.md, "Is the attention handicapped?"); the paper pairs 2 x 2 with T = 64.
+            # (docs/studies/draw-read-size.md); the paper pairs 2 x 2 with T = 64.
             "quick": {
                 "model.steps": 16,
                 "model.enc_size": 128,
