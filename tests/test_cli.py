@@ -98,14 +98,16 @@ def test_resume_continues_and_refuses_a_changed_config(run_dir, capsys):
     )
 
 
-def test_demo_pipeline_writes_a_report(tmp_path, capsys):
+def test_demo_train_writes_a_report(tmp_path, capsys):
     out = tmp_path / "demo"
-    assert main(["demo", "--recipe", "toy", "--out", str(out)]) == 0
-    printed = capsys.readouterr().out
-    assert f"report: {out / 'report.html'}" in printed and "wall time:" in printed
+    assert main(["demo", "--train", "--recipe", "toy", "--out", str(out), *QUICK]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["run"] == str(out)
+    assert f"report: {out / 'report.html'}" in captured.err and "wall time:" in captured.err
     page = (out / "report.html").read_text()
-    assert page.count("data:image/png;base64,") == 2  # the loss curve and regions.png
-    assert "Final metrics" in page and "loop.steps" in page
+    assert 'src="curves.png"' in page and 'src="figures/regions.png"' in page  # relative paths only
+    assert str(tmp_path) not in page.replace(f"--out {out}", "")  # no path of this machine but the command
+    assert "Final metrics" in page and "loop.steps" in page and "Run</h2>" in page
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,7 @@
 """foveal: attention mechanisms for vision in PyTorch, exact, fast, and easy to look inside."""
 
+from torch import nn as _nn
+
 from foveal.attention import (
     Additive,
     Attention,
@@ -72,3 +74,19 @@ __all__ += [  # foveal.glimpse
     "gaussian_write",
     "stn_glimpse",
 ]
+
+
+def pretrained(name: str) -> _nn.Module:
+    """The shipped trained model ``name`` (``foveal.zoo.available()`` lists them), in eval mode.
+
+    Example:
+        >>> import foveal
+        >>> type(foveal.pretrained("ntm-copy")).__name__
+        'NTM'
+    """
+    from foveal.zoo import pretrained as load
+
+    return load(name)
+
+
+__all__ += ["pretrained"]

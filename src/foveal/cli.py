@@ -87,11 +87,16 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--out", metavar="DIR", default="figures", help="where a named figure goes (default: ./figures)")
     s.add_argument("--threads", type=int, help="torch intra-op threads for a run (default: the run's config)")
 
-    d = sub.add_parser("demo", help="train the easy-vqa quick preset, evaluate, draw, write RUN/report.html")
-    d.add_argument("--recipe", default="easy-vqa", help="recipe to demonstrate (default: easy-vqa)")
-    d.add_argument("--preset", default="quick", help="preset (default: quick)")
-    d.add_argument("--threads", type=int, help="torch intra-op threads (default: the recipe's, 1)")
-    d.add_argument("--out", metavar="DIR", help="run directory (default: runs/demo-RECIPE-PRESET; overwritten)")
+    d = sub.add_parser(
+        "demo",
+        help="a gallery of every shipped model on test data (no training); --train trains a recipe live instead",
+    )
+    d.add_argument("--train", action="store_true", help="train RECIPE's preset, evaluate, draw, write its report")
+    d.add_argument("--recipe", default="easy-vqa", help="with --train: the recipe (default: easy-vqa)")
+    d.add_argument("--preset", default="quick", help="with --train: the preset (default: quick)")
+    d.add_argument("--set", dest="sets", action="append", metavar="KEY=VALUE", default=[], help="with --train")
+    d.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default: 1)")
+    d.add_argument("--out", metavar="DIR", help="where the page goes (default: runs/demo, or runs/demo-RECIPE-PRESET)")
 
     b = sub.add_parser("bench", help="run benchmarks/NAME.py from the repository checkout, or list them")
     b.add_argument("name", nargs="?", help="benchmark name (without .py); omit to list")
@@ -181,15 +186,23 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from foveal.runs import run_pipeline
+    if args.train:
+        from foveal.recipes.config import parse_sets
+        from foveal.runs import run_pipeline
 
-    out = args.out or Path("runs") / f"demo-{args.recipe}-{args.preset}"
-    result = run_pipeline(args.recipe, args.preset, out=out, threads=args.threads)
-    print(json.dumps(result["metrics"], indent=2))
-    for path in result["figures"]:
-        print(f"figure: {path}")
-    print(f"report: {result['report']}")
-    print(f"wall time: {result['seconds']:.1f} s")
+        out = args.out or Path("runs") / f"demo-{args.recipe}-{args.preset}"
+        result = run_pipeline(args.recipe, args.preset, out=out, threads=args.threads, sets=parse_sets(args.sets))
+        print(json.dumps({"run": str(result["run_dir"]), "metrics": result["metrics"]}, indent=2))
+        print(f"report: {result['report']}", file=sys.stderr)
+        print(f"wall time: {result['seconds']:.1f} s", file=sys.stderr)
+        return 0
+    from foveal.demo import run_demo
+
+    result = run_demo(args.out or "runs/demo", threads=args.threads)
+    for name, paths in result["figures"].items():
+        print(f"{name}: {len(paths)} figures in {result['seconds'][name]} s", file=sys.stderr)
+    print(f"page: {result['page']}")
+    print(f"wall time: {result['seconds']['all']:.1f} s", file=sys.stderr)
     return 0
 
 

@@ -140,8 +140,60 @@ def start_run(
     )
     seed_everything(config.seed)
     task = recipe.build(config)
+    started = time.time()
     metrics = train(task, config, run_dir, resume=resume)
+    if is_main():
+        record_run_info(RunDir(run_dir), config, started, resume)
     return Run(run_dir, recipe, preset, config, task), metrics
+
+
+def _commit() -> str:
+    """The commit of foveal's source checkout (with ``+`` if it has uncommitted changes), or ``unknown``."""
+    import subprocess
+
+    source = Path(__file__).resolve().parent
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=source, capture_output=True, text=True)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "."], cwd=source, capture_output=True, text=True)
+    except OSError:
+        return "unknown"
+    if head.returncode:
+        return "unknown"
+    return head.stdout.strip() + ("+" if dirty.stdout.strip() else "")
+
+
+def record_run_info(run: RunDir, config: RunConfig, started: float, resumed: bool) -> None:
+    """Write ``run.json``: the command, when, how long (every resumed part added), commit and versions."""
+    import platform
+    import sys
+
+    import torch
+
+    import foveal
+
+    info = json.loads(run.info.read_text()) if resumed and run.info.is_file() else {}
+    seconds = time.time() - started
+    info.update(
+        {
+            "command": info.get("command") or (" ".join(["foveal", *sys.argv[1:]]) if _from_cli() else "python API"),
+            "started": info.get("started") or time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(started)),
+            "seconds": round(info.get("seconds", 0.0) + seconds, 1),
+            "parts": info.get("parts", 0) + 1,
+            "seed": config.seed,
+            "threads": config.threads,
+            "commit": _commit(),
+            "foveal": foveal.__version__,
+            "torch": torch.__version__,
+            "python": platform.python_version(),
+        }
+    )
+    write_text_atomic(json.dumps(info, indent=2) + "\n", run.info)
+
+
+def _from_cli() -> bool:
+    import sys
+
+    return Path(sys.argv[0]).name in ("foveal", "__main__.py") or sys.argv[0].endswith("foveal")
 
 
 def load_run(run_dir: str | Path) -> Run:

@@ -53,9 +53,14 @@ class RunDir:
         return self.path / "report.html"
 
     @property
-    def loss_curve(self) -> Path:
-        """``loss.png``: the training curve drawn for the report."""
-        return self.path / "loss.png"
+    def info(self) -> Path:
+        """``run.json``: how the run was made (command, dates, duration, commit, versions)."""
+        return self.path / "run.json"
+
+    @property
+    def curves(self) -> Path:
+        """``curves.png``: every logged metric against the step, drawn for the report."""
+        return self.path / "curves.png"
 
     @property
     def tensorboard(self) -> Path:
@@ -64,7 +69,7 @@ class RunDir:
 
     def clear(self) -> None:
         """Remove what a run writes (not anything else the directory may hold)."""
-        for file in (self.checkpoint, self.metrics, self.eval, self.config, self.report, self.loss_curve):
+        for file in (self.checkpoint, self.metrics, self.eval, self.config, self.report, self.info, self.curves):
             file.unlink(missing_ok=True)
         for folder in (self.figures, self.tensorboard):
             shutil.rmtree(folder, ignore_errors=True)

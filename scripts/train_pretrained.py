@@ -1,0 +1,81 @@
+"""Train every model foveal ships and write ``src/foveal/weights/NAME/`` (weights and card).
+
+    python scripts/train_pretrained.py                 # all of them, one thread, one after another
+    python scripts/train_pretrained.py ntm-copy stn    # only these
+
+Each entry is a recipe, a preset and a few overrides, trained with seed 0 by the one loop; the
+card records the full evaluation, and a check: the evaluation on a small subset that
+``tests/test_zoo.py`` reproduces from the shipped weights.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+import time
+
+import torch
+
+from foveal.runs import start_run
+from foveal.zoo import build, save
+
+# name: (recipe, preset, overrides, the "light" overrides: small train and test sets, so that the
+# check and `foveal demo` build the task in seconds)
+ENTRIES: dict[str, tuple[str, str, dict[str, str], dict[str, str]]] = {
+    "easy-vqa": ("easy-vqa", "quick", {}, {"train_limit": "64", "eval_limit": "300"}),
+    "shapes-vqa": ("shapes-vqa", "quick", {"loop.steps": "3000"}, {"n_images": "16", "eval_images": "40"}),
+    "stn": ("stn", "quick", {}, {"data.n_train": "64", "data.n_test": "300"}),
+    "ram": ("ram", "quick", {}, {"data.n_train": "64", "data.n_test": "300"}),
+    "draw": ("draw", "quick", {}, {"train_limit": "64", "test_limit": "200", "iwae_images": "20", "iwae_k": "10"}),
+    "ntm-copy": ("ntm-copy", "full", {}, {"n_eval": "100", "generalise_lengths": "40,120", "n_eval_long": "20"}),
+}
+
+
+def command(name: str) -> str:
+    recipe, preset, sets, _ = ENTRIES[name]
+    flags = " ".join(f"--set {shlex.quote(f'{k}={v}')}" for k, v in sets.items())
+    return f"foveal train {recipe} --preset {preset} {flags} --seed 0 --threads 1".replace("  ", " ")
+
+
+def check(name: str) -> dict[str, object]:
+    """Evaluate the stored weights on the light sets, through the path the test takes."""
+    from foveal.train import evaluate
+
+    light = ENTRIES[name][3]
+    _, _, task = build(name, light)
+    return {"sets": light, "metrics": evaluate(task, task.model)}
+
+
+def make(name: str, out: str) -> None:
+    recipe, preset, sets, check_sets = ENTRIES[name]
+    start = time.monotonic()
+    run, metrics = start_run(recipe, preset, sets=sets, seed=0, threads=1, out=f"{out}/{name}", overwrite=True)
+    seconds = time.monotonic() - start
+    save(name, run, metrics, {"sets": check_sets, "metrics": {}}, command(name), seconds)
+    save(name, run, metrics, check(name), command(name), seconds)
+    print(f"{name}: {seconds:.0f} s, {metrics}", flush=True)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("names", nargs="*", help=f"which to train (default: all of {', '.join(ENTRIES)})")
+    parser.add_argument("--out", default="runs/pretrained", help="where the training runs go")
+    parser.add_argument("--recheck", action="store_true", help="only measure the check again (after a data change)")
+    args = parser.parse_args()
+    unknown = set(args.names) - ENTRIES.keys()
+    if unknown:
+        parser.error(f"unknown {', '.join(sorted(unknown))}; choose from: {', '.join(ENTRIES)}")
+    torch.set_num_threads(1)
+    for name in args.names or ENTRIES:
+        if args.recheck:
+            from foveal.zoo import card, save_card
+
+            save_card(card(name), check=check(name))
+        else:
+            make(name, args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,119 @@
+"""The pages render in a real browser: not blank, every picture found, nothing in the console."""
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from foveal.viz.report import GallerySection, plot_curves, write_gallery, write_report
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--enable-logging=stderr",
+    "--v=0",
+    "--window-size=1100,1400",
+]
+
+
+def render(page: Path, tmp_path: Path) -> tuple[Path, str]:
+    """Screenshot ``page`` from ``file://`` in headless Chromium; returns the PNG and the browser's log."""
+    shot = tmp_path / "shot.png"
+    command = [CHROMIUM, *FLAGS, f"--user-data-dir={tmp_path / 'profile'}", f"--screenshot={shot}", page.as_uri()]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert shot.is_file(), result.stderr[-2000:]
+    return shot, result.stderr
+
+
+def is_blank(png: Path) -> bool:
+    from PIL import Image, ImageStat
+
+    return max(ImageStat.Stat(Image.open(png).convert("L")).stddev) < 5.0
+
+
+def console_errors(log: str) -> list[str]:
+    return [line for line in log.splitlines() if ":CONSOLE" in line]
+
+
+def missing_pictures(page: Path) -> list[str]:
+    """Every ``src`` of the page that names no file next to it."""
+    import re
+
+    sources = re.findall(r'src="([^"]+)"', page.read_text())
+    return [src for src in sources if not (page.parent / src).is_file()]
+
+
+def fake_run(root: Path) -> Path:
+    """A run directory as the loop and `show` leave it, built by hand so the test needs no training."""
+    from foveal.viz import pyplot
+
+    run = root / "run"
+    (run / "figures").mkdir(parents=True)
+    events = [{"step": s, "time": 0.1 * s, "split": "train", "loss": 1 / s, "lr": 1e-3} for s in (10, 20, 30)]
+    events.append({"step": 30, "time": 3.0, "split": "eval", "loss": 0.05, "acc": 0.9})
+    (run / "metrics.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+    (run / "config.json").write_text(json.dumps({"recipe": "toy", "preset": "quick", "config": {"seed": 0}}))
+    (run / "run.json").write_text(json.dumps({"command": "foveal train toy", "seconds": 3.0, "commit": "abc1234"}))
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(2, 2))
+    ax.imshow([[0, 1], [1, 0]])
+    fig.savefig(run / "figures" / "map.png")
+    plt.close(fig)
+    return run
+
+
+def test_the_report_links_pictures_relatively_and_names_no_machine_path(tmp_path):
+    run = fake_run(tmp_path)
+    page = write_report(run).read_text()
+    assert 'src="curves.png"' in page and 'src="figures/map.png"' in page
+    assert str(tmp_path) not in page and "<script" not in page
+    assert "abc1234" in page and "Final metrics" in page and "Curves" in page
+
+
+def test_curves_draw_every_metric(tmp_path):
+    events = [{"step": 1, "split": "train", "loss": 1.0, "lr": 0.1}, {"step": 1, "split": "eval", "acc": 0.5}]
+    assert plot_curves(events, tmp_path / "c.png").stat().st_size > 1000
+    assert plot_curves([{"step": 1, "split": "train"}], tmp_path / "none.png") is None
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
+def test_the_report_renders_in_a_browser(tmp_path):
+    page = write_report(fake_run(tmp_path))
+    shot, log = render(page, tmp_path)
+    assert not is_blank(shot) and not console_errors(log), console_errors(log)
+
+
+def test_every_picture_of_the_report_is_found(tmp_path):
+    run = fake_run(tmp_path)
+    page = write_report(run)
+    assert not missing_pictures(page)
+    (run / "figures" / "map.png").unlink()
+    assert missing_pictures(page) == ["figures/map.png"]  # the check can fail
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
+def test_the_console_check_can_fail(tmp_path):
+    page = tmp_path / "bad.html"
+    page.write_text("<html><body><p>x</p><script>undefinedFunction();</script></body></html>")
+    _, log = render(page, tmp_path)
+    assert console_errors(log)
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
+def test_the_gallery_renders_in_a_browser(tmp_path):
+    run = fake_run(tmp_path)
+    section = GallerySection("toy", "what it shows", {"acc": 0.9}, [run / "figures" / "map.png"], {"commit": "x"})
+    page = write_gallery(tmp_path / "demo" / "index.html", "gallery", "intro", [section, section])
+    text = page.read_text()
+    assert 'src="../run/figures/map.png"' in text and str(tmp_path) not in text
+    shot, log = render(page, tmp_path)
+    assert not is_blank(shot) and not console_errors(log) and not missing_pictures(page)
