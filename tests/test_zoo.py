@@ -40,5 +40,5 @@ def test_pretrained_returns_the_model_in_eval_mode():
 
 
 def test_an_unknown_name_lists_the_shipped_ones():
-    with pytest.raises(FovealError, match="choose from: .*ntm-copy"):
+    with pytest.raises(FovealError, match=r"choose from: .*ntm-copy"):
         card("no-such-model")
