@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import time
 from pathlib import Path
 
@@ -63,10 +62,8 @@ def train_arm(arm: str, args: argparse.Namespace) -> dict[str, float]:
             perm, cursor = torch.randperm(len(images), generator=order), 0
         batch = images[perm[cursor : cursor + batch_size]]
         cursor += batch_size
-        window.append(trainer.step(batch)["loss"])
+        window.append(trainer.step(batch)["loss"])  # a non-finite loss or gradient raises NonFiniteError
         step += 1
-        if not math.isfinite(window[-1]):
-            raise FloatingPointError(f"{arm}: loss {window[-1]} at step {step}")
         used += time.process_time() - c0
         if used >= min(checks[0], budget):
             checks.pop(0)

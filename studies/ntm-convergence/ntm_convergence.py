@@ -21,6 +21,7 @@ import time
 
 import torch
 
+from foveal.errors import NonFiniteError
 from foveal.recipes.config import resolve_config
 from foveal.runs import get_recipe
 from foveal.train import Callback, Curriculum, StepBatchSampler, Trainer, evaluate, seed_everything
@@ -59,13 +60,14 @@ def converge(recipe_name: str, seed: int, preset: str | None, sets: dict[str, st
     step, metrics, nan = 0, {}, False
     while step < args.max_steps and train_wall < args.budget:
         w0, c0 = time.perf_counter(), time.process_time()
-        train = trainer.step(task.collate(next(batches)))
+        try:
+            train = trainer.step(task.collate(next(batches)))
+        except NonFiniteError:
+            nan = True
+            break
         step += 1
         train_wall += time.perf_counter() - w0
         train_cpu += time.process_time() - c0
-        if not math.isfinite(train["loss"]):
-            nan = True
-            break
         if args.verbose and step % 100 == 0:
             level = curriculum.level if curriculum is not None else 0
             print(f"  seed {seed} step {step} wall {train_wall:.0f}s cpu {train_cpu:.0f}s level {level} {train}")
@@ -96,12 +98,13 @@ def converge(recipe_name: str, seed: int, preset: str | None, sets: dict[str, st
             if after == args.after:
                 break
             w0, c0 = time.perf_counter(), time.process_time()
-            train = trainer.step(task.collate(next(batches)))
-            after_wall += time.perf_counter() - w0
-            after_cpu += time.process_time() - c0
-            if not math.isfinite(train["loss"]):
+            try:
+                trainer.step(task.collate(next(batches)))
+            except NonFiniteError:
                 nan = True
                 break
+            after_wall += time.perf_counter() - w0
+            after_cpu += time.process_time() - c0
     if converged and extras:  # the generalisation sets, once, at the end
         task.eval_set.extras = extras
         metrics = evaluate(task, model)

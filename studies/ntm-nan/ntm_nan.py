@@ -1,10 +1,10 @@
 """Count NaN (non-finite loss, gradient or parameter) over many seeds of every NTM recipe.
 
 Each seed trains ``--steps`` steps exactly as ``foveal train RECIPE --preset PRESET`` does (the
-recipe's task and the loop's step, :meth:`foveal.train.Trainer.step`), checking after every step
-the loss, every gradient and every parameter, then runs the model on the recipe's evaluation set
-and checks its outputs. Public NTM ports are known to hit NaN (zero memory, unguarded
-sharpening); this checks ours does not.
+recipe's task and the loop's step, :meth:`foveal.train.Trainer.step`, which refuses a non-finite
+loss or gradient with :class:`foveal.errors.NonFiniteError`), checks every parameter after every
+step, then runs the model on the recipe's evaluation set and checks its outputs. Public NTM ports
+are known to hit NaN (zero memory, unguarded sharpening); this checks ours does not.
 
     python studies/ntm-nan/ntm_nan.py --seeds 0 1 2 3 4 5 6 7 8 9 --steps 100
 """
@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import time
 
 import torch
 
+from foveal.errors import NonFiniteError
 from foveal.recipes.config import resolve_config
 from foveal.runs import get_recipe
 from foveal.train import StepBatchSampler, Trainer, seed_everything
@@ -35,17 +35,18 @@ def run_seed(name: str, seed: int, preset: str | None, steps: int, threads: int)
     seed_everything(config.seed)
     task = recipe.build(config)
     model = task.model
+    config.loop.nonfinite = "stop"  # counting NaN means seeing them, not skipping the steps that make them
     trainer = Trainer(task, config)
     batches = iter(StepBatchSampler(len(task.train_set), config.loop.batch_size, config.seed))
     first_nan, bits = None, []
     for step in range(1, steps + 1):
-        metrics = trainer.step(task.collate(next(batches)))
-        # The NTM recipes clip the gradient norm only, which keeps a non-finite gradient non-finite (a NaN
-        # or infinite norm scales every element by NaN or 0, and 0 * inf is NaN): the step's gradients show it.
-        ok = math.isfinite(metrics["loss"]) and finite(p.grad for p in model.parameters())
-        ok = ok and finite(model.parameters())
+        try:
+            metrics = trainer.step(task.collate(next(batches)))
+        except NonFiniteError:
+            first_nan = step
+            break
         bits.append(metrics["bits"])
-        if not ok:
+        if not finite(model.parameters()):
             first_nan = step
             break
     if first_nan is None:  # and the trained model's outputs on the evaluation set
@@ -58,7 +59,7 @@ def run_seed(name: str, seed: int, preset: str | None, steps: int, threads: int)
         "seed": seed,
         "nan": first_nan is not None,
         "nan_step": first_nan,
-        "train_bits_last50": round(sum(bits[-50:]) / len(bits[-50:]), 3),
+        "train_bits_last50": round(sum(bits[-50:]) / len(bits[-50:]), 3) if bits else None,
     }
 
 

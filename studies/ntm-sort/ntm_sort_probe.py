@@ -32,6 +32,7 @@ import torch
 
 import foveal.models.ntm as ntm_module
 from foveal.data.ntm_tasks import NTMBatch, PrioritySort, output_phase, wrong_bits
+from foveal.errors import NonFiniteError
 from foveal.recipes.config import resolve_config
 from foveal.recipes.ntm import _levels
 from foveal.runs import get_recipe
@@ -186,7 +187,11 @@ def main() -> None:
     final = evaluation_set(PrioritySort(config.width, config.n_in, config.n_out))
     cpu0, wall0, running = time.process_time(), time.time(), None
     for step in range(1, args.steps + 1):
-        metrics = trainer.step(task.collate(next(batches)))
+        try:
+            metrics = trainer.step(task.collate(next(batches)))
+        except NonFiniteError as error:
+            print(error)
+            break
         running = metrics["bits"] if running is None else 0.98 * running + 0.02 * metrics["bits"]
         if step % 250 == 0:
             level = int(curriculum.level) if curriculum is not None else -1
@@ -196,9 +201,6 @@ def main() -> None:
             )
         if args.check_every and step % args.check_every == 0:
             print(f"step {step} evaluation: {score(model, final):.2f} wrong bits/seq", flush=True)
-        if not math.isfinite(metrics["loss"]):
-            print("non-finite loss")
-            break
     cpu, wall = time.process_time() - cpu0, time.time() - wall0
     if args.save:
         torch.save(model.state_dict(), args.save)
