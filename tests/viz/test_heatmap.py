@@ -36,15 +36,30 @@ def test_mass_in_mask_rejects_a_grid_that_does_not_divide_the_image() -> None:
         mass_in_mask(torch.ones(1, 9) / 9, torch.ones(1, 8, 8, dtype=torch.bool), (3, 3))
 
 
-def test_overlay_leaves_unattended_pixels_alone_and_stays_in_range() -> None:
+def test_overlay_colours_the_map_over_a_grey_picture() -> None:
     image = torch.rand(3, 8, 8, generator=torch.Generator().manual_seed(1))
     weights = torch.zeros(2, 2)
     weights[0, 0] = 1.0
     out = overlay_heatmap(image, weights)
     assert out.shape == (8, 8, 3) and out.min() >= 0 and out.max() <= 1
-    hwc = image.permute(1, 2, 0).numpy()
-    assert abs(out[7, 7] - hwc[7, 7]).max() < 1e-6  # far corner: zero weight, image unchanged
-    assert abs(out[0, 0] - hwc[0, 0]).max() > 0.1  # hottest cell: coloured
+    # The picture's own colours cannot pass for the map's: the same grey picture in other colours
+    # gives the same figure.
+    swapped = image[[2, 0, 1]]
+    assert abs(overlay_heatmap(swapped, weights) - out).max() < 1e-6
+    # The hottest cell wears the top of the colour map, the far corner barely any colour.
+    from matplotlib import colormaps
+
+    top = colormaps["magma"](1.0)[:3]
+    assert abs(out[0, 0] - top).max() < abs(out[7, 7] - top).max()
+
+
+def test_overlay_on_a_shared_scale_dims_the_weaker_map() -> None:
+    image = torch.full((3, 4, 4), 0.5)
+    strong, weak = torch.tensor([[1.0, 0.0], [0.0, 0.0]]), torch.tensor([[0.5, 0.0], [0.0, 0.0]])
+    own = overlay_heatmap(image, weak)  # scaled to its own maximum: looks as hot as the strong one
+    shared = overlay_heatmap(image, weak, vmax=1.0)
+    assert abs(own[0, 0] - overlay_heatmap(image, strong)[0, 0]).max() < 1e-6
+    assert abs(shared[0, 0] - own[0, 0]).max() > 0.05
 
 
 def test_upsample_nearest_repeats_cells() -> None:

@@ -128,7 +128,10 @@ def show(model: VQA, dataset: EasyVQA, figures_dir: Path, count: int = 8) -> lis
         )
     maps = [None] * count if out.attention is None else list(out.attention.cpu())
     images = [denormalize(image) for image in batch.image]
-    path = attention_figure(images, maps, titles, figures_dir / "attention.png", grid=(model.grid, model.grid))
+    masks = [sample.mask for sample in samples]
+    path = attention_figure(
+        images, maps, titles, figures_dir / "attention.png", grid=(model.grid, model.grid), masks=masks
+    )
     return [path]
 
 
