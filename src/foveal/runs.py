@@ -237,7 +237,28 @@ def show_run(run: str | Path | Run, threads: int | None = None) -> list[Path]:
         raise ValueError(f"recipe {run.recipe.name!r} draws no figures")
     model = run.task.model.eval()
     with torch.no_grad():
-        return list(run.task.show(model, run.task.eval_set, RunDir(run.dir).figures))
+        paths = list(run.task.show(model, run.task.eval_set, RunDir(run.dir).figures))
+    log_figures(RunDir(run.dir), paths, run.config.loop.steps)
+    return paths
+
+
+def log_figures(run: RunDir, paths: list[Path], step: int) -> None:
+    """Add the figures to the run's TensorBoard log as images, when tensorboard is installed."""
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError:
+        return
+    import numpy as np
+    from PIL import Image
+
+    writer = SummaryWriter(str(run.tensorboard))
+    try:
+        for path in paths:
+            if path.suffix.lower() == ".png":
+                image = np.asarray(Image.open(path).convert("RGB"))
+                writer.add_image(f"figures/{path.stem}", image, step, dataformats="HWC")
+    finally:
+        writer.close()
 
 
 def run_pipeline(

@@ -49,7 +49,8 @@ class MetricsLog:
         try:  # TensorBoard is an optional extra
             from torch.utils.tensorboard import SummaryWriter
 
-            self.writer = SummaryWriter(str(run.tensorboard), purge_step=start_step or None)
+            # The checkpoint's own step was logged before it was saved: keep it, redo only what follows.
+            self.writer = SummaryWriter(str(run.tensorboard), purge_step=start_step + 1 if start_step else None)
         except ImportError:
             self.writer = None
 
@@ -76,6 +77,13 @@ class MetricsLog:
                 self.bar.write(f"step {step} {split}: {_fmt(values)}")
         else:
             print(f"step {step} {split}: {_fmt(values)}", file=sys.stderr, flush=True)
+
+    def hparams(self, config: dict[str, Any], metrics: dict[str, float]) -> None:
+        """Record the run's settings beside its final metrics (TensorBoard's HParams tab)."""
+        if self.writer is None or not metrics:
+            return
+        plain = {k: v if isinstance(v, int | float | str | bool) else str(v) for k, v in config.items()}
+        self.writer.add_hparams(plain, {f"final/{k}": v for k, v in metrics.items()}, run_name=".")
 
     def advance(self, n: int = 1) -> None:
         if self.bar is not None:
