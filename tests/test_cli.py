@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -162,3 +163,19 @@ def test_config_lists_every_key_with_its_value_and_doc(capsys):
 def test_config_refuses_an_unknown_key(capsys):
     assert main(["config", "toy", "--set", "model.hiden=3"]) == 2
     assert "did you mean 'model.hidden'" in capsys.readouterr().err
+
+
+def test_show_draws_a_shipped_model_without_training(tmp_path, capsys):
+    assert main(["show", "ntm-copy", "--out", str(tmp_path)]) == 0
+    printed = capsys.readouterr().out.split()
+    assert printed and all(Path(p).is_file() and Path(p).stat().st_size > 1000 for p in printed)
+    assert not (tmp_path / "index.html").exists()  # only the figures; the gallery is `foveal demo`
+
+
+def test_demo_draws_the_gallery_of_shipped_models(tmp_path, capsys):
+    from foveal.demo import run_demo
+
+    result = run_demo(tmp_path / "demo", names=["ntm-copy"])
+    page = result["page"].read_text()
+    assert "ntm-copy" in page and 'src="figures/ntm-copy/' in page and str(tmp_path) not in page
+    assert "foveal train ntm-copy" in page  # how the model was made

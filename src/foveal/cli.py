@@ -82,9 +82,11 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("run", help="a run directory")
     e.add_argument("--threads", type=int, help="torch intra-op threads (default: the run's config)")
 
-    s = sub.add_parser("show", help="draw a run's figures into RUN/figures/, or a named stand-alone figure")
-    s.add_argument("target", help="a run directory, or a figure name (see `foveal list`)")
-    s.add_argument("--out", metavar="DIR", default="figures", help="where a named figure goes (default: ./figures)")
+    s = sub.add_parser(
+        "show", help="draw a run's figures into RUN/figures/, a shipped model's (no training), or a named figure"
+    )
+    s.add_argument("target", help="a run directory, a shipped model or a figure name (see `foveal list`)")
+    s.add_argument("--out", metavar="DIR", default="figures", help="where the figures go (default: ./figures)")
     s.add_argument("--threads", type=int, help="torch intra-op threads for a run (default: the run's config)")
 
     d = sub.add_parser(
@@ -124,6 +126,10 @@ def cmd_list(args: argparse.Namespace) -> int:
     for title, registry in (("attention modules", ATTENTION), ("models", MODELS), ("figures", FIGURES)):
         lines.append(f"{title}:")
         lines.append("  " + (", ".join(registry.names()) or "(none)"))
+    from foveal.zoo import available
+
+    lines.append("shipped models (foveal show NAME, foveal.pretrained(NAME)):")
+    lines.append("  " + (", ".join(available()) or "(none)"))
     print("\n".join(lines))
     return 0
 
@@ -167,19 +173,28 @@ def cmd_eval(args: argparse.Namespace) -> int:
 def cmd_show(args: argparse.Namespace) -> int:
     from foveal.recipes import load_all
     from foveal.registry import FIGURES
+    from foveal.zoo import available
 
     load_all()
     if Path(args.target).is_dir():
         from foveal.runs import show_run
 
         paths = show_run(args.target, threads=args.threads)
+    elif args.target in available():
+        from foveal.demo import run_demo
+
+        result = run_demo(args.out, names=[args.target], threads=args.threads or 1, page=False)
+        paths = result["figures"][args.target]
     elif args.target in FIGURES:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
         paths = list(FIGURES.get(args.target)(out))
     else:
         names = ", ".join(FIGURES.names()) or "(none)"
-        raise ValueError(f"{args.target!r} is neither a run directory nor a figure; figures: {names}")
+        shipped = ", ".join(available()) or "(none)"
+        raise ValueError(
+            f"{args.target!r} is neither a run directory, a shipped model ({shipped}) nor a figure ({names})"
+        )
     for path in paths:
         print(path)
     return 0

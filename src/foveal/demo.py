@@ -31,10 +31,13 @@ WHAT_IT_SHOWS = {
 }
 
 
-def run_demo(out: str | Path = "runs/demo", names: list[str] | None = None, threads: int = 1) -> dict[str, Any]:
+def run_demo(
+    out: str | Path = "runs/demo", names: list[str] | None = None, threads: int = 1, page: bool = True
+) -> dict[str, Any]:
     """Draw every shipped model (or ``names``) into ``out/figures/NAME/`` and write ``out/index.html``.
 
-    Returns ``{"page", "figures", "seconds"}`` (``seconds`` per model and in all).
+    Returns ``{"page", "figures", "seconds"}`` (``seconds`` per model and in all; ``page`` None
+    when ``page=False``).
     """
     torch.set_num_threads(threads)
     out = Path(out)
@@ -62,6 +65,6 @@ def run_demo(out: str | Path = "runs/demo", names: list[str] | None = None, thre
         "Every model foveal ships, on test data it never trained on. Each was trained by the recipe "
         "and command under its pictures; the numbers are its scores on the whole test set."
     )
-    page = write_gallery(out / "index.html", "foveal: where each model looks", intro, sections)
+    written = write_gallery(out / "index.html", "foveal: where each model looks", intro, sections) if page else None
     seconds["all"] = round(time.monotonic() - start, 1)
-    return {"page": page, "figures": figures, "seconds": seconds}
+    return {"page": written, "figures": figures, "seconds": seconds}
