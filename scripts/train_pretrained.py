@@ -26,7 +26,7 @@ ENTRIES: dict[str, tuple[str, str, dict[str, str], dict[str, str]]] = {
     "easy-vqa": ("easy-vqa", "quick", {}, {"train_limit": "64", "eval_limit": "300"}),
     "shapes-vqa": ("shapes-vqa", "quick", {"loop.steps": "3000"}, {"n_images": "16", "eval_images": "40"}),
     "stn": ("stn", "quick", {}, {"data.n_train": "64", "data.n_test": "300"}),
-    "ram": ("ram", "quick", {}, {"data.n_train": "64", "data.n_test": "300"}),
+    "ram": ("ram", "quick", {"loop.steps": "6000"}, {"data.n_train": "64", "data.n_test": "300"}),
     "draw": ("draw", "quick", {}, {"train_limit": "64", "test_limit": "200", "iwae_images": "20", "iwae_k": "10"}),
     "ntm-copy": ("ntm-copy", "full", {}, {"n_eval": "100", "generalise_lengths": "40,120", "n_eval_long": "20"}),
 }
