@@ -100,8 +100,8 @@ def main() -> None:
     if len(results) == 2:
         print("\nstep | NTM cost (bits) | LSTM cost | NTM wrong bits | LSTM wrong bits | NTM / LSTM CPU per step")
         for ntm, lstm in zip(results["ntm"], results["lstm"], strict=True):
-            ratio = ntm["cpu_s"] / max(lstm["cpu_s"], 1e-9)
-            print(f"{ntm['step']} | {ntm['cost']} | {lstm['cost']} | {ntm['bits']} | {lstm['bits']} | {ratio:.1f}x")
+            ratio = f"{ntm['cpu_s'] / lstm['cpu_s']:.1f}x" if lstm["cpu_s"] else "-"  # a few steps round to 0 s
+            print(f"{ntm['step']} | {ntm['cost']} | {lstm['cost']} | {ntm['bits']} | {lstm['bits']} | {ratio}")
 
 
 if __name__ == "__main__":
