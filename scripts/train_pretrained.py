@@ -61,7 +61,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("names", nargs="*", help=f"which to train (default: all of {', '.join(ENTRIES)})")
     parser.add_argument("--out", default="runs/pretrained", help="where the training runs go")
-    parser.add_argument("--recheck", action="store_true", help="only measure the check again (after a data change)")
+    parser.add_argument(
+        "--recheck", action="store_true", help="measure the check again and rewrite the command (no training)"
+    )
     args = parser.parse_args()
     unknown = set(args.names) - ENTRIES.keys()
     if unknown:
@@ -71,7 +73,7 @@ def main() -> int:
         if args.recheck:
             from foveal.zoo import card, save_card
 
-            save_card(card(name), check=check(name))
+            save_card(card(name), check=check(name), command=command(name))
         else:
             make(name, args.out)
     return 0
