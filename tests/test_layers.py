@@ -25,7 +25,10 @@ ALLOWED = {
     "runs": FLOOR | MECHANISMS | {"train", "data", "models", "viz", "recipes", "__init__"},
     "zoo": FLOOR | MECHANISMS | {"train", "data", "models", "viz", "recipes", "runs"},
     "demo": FLOOR | MECHANISMS | {"train", "data", "models", "viz", "recipes", "runs", "zoo"},
-    "cli": FLOOR | MECHANISMS | {"train", "data", "models", "viz", "recipes", "runs", "zoo", "demo", "__init__"},
+    "sweep": FLOOR | MECHANISMS | {"train", "data", "models", "viz", "recipes", "runs"},
+    "cli": FLOOR
+    | MECHANISMS
+    | {"train", "data", "models", "viz", "recipes", "runs", "zoo", "demo", "sweep", "__init__"},
     # The package's face: re-exports the mechanisms; foveal.pretrained reaches the zoo lazily.
     "__init__": FLOOR | MECHANISMS | {"zoo"},
     "__main__": {"cli"},

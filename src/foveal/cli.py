@@ -78,6 +78,25 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--preset", help="show the values of this preset")
     c.add_argument("--set", dest="sets", action="append", metavar="KEY=VALUE", default=[], help="override a key")
 
+    w = sub.add_parser(
+        "sweep",
+        help="train a grid of settings x seeds; one row per run in results/NAME.jsonl",
+        description="Train RECIPE for every combination of --grid values and every seed, and append a row "
+        "(settings, seed, metrics, wall and CPU seconds, commit) per run to results/NAME.jsonl. Rows already "
+        "there are not trained again, so an interrupted sweep continues.",
+    )
+    w.add_argument("name", help="the results file's name (results/NAME.jsonl)")
+    w.add_argument("recipe", help="a recipe name (see `foveal list`)")
+    w.add_argument("--preset", help="a preset of the recipe")
+    w.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2", help="a key and its values")
+    w.add_argument("--set", dest="sets", action="append", metavar="KEY=VALUE", default=[], help="fixed for every run")
+    w.add_argument("--seeds", default="0,1,2", help="comma-separated seeds (default: 0,1,2)")
+    w.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default: 1)")
+
+    r = sub.add_parser("results", help="the table of a results file: mean and spread of a metric over seeds")
+    r.add_argument("name", help="results/NAME.jsonl, or a path to a .jsonl file")
+    r.add_argument("--metric", required=True, help="the metric to tabulate")
+
     e = sub.add_parser("eval", help="evaluate a trained run: print JSON metrics, write RUN/eval.json")
     e.add_argument("run", help="a run directory")
     e.add_argument("--threads", type=int, help="torch intra-op threads (default: the run's config)")
@@ -160,6 +179,42 @@ def cmd_config(args: argparse.Namespace) -> int:
     recipe = get_recipe(args.recipe)
     print(f"{recipe.name}: {recipe.description}")
     print(format_config(resolve_config(recipe, args.preset, sets=parse_sets(args.sets))))
+    return 0
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from foveal.recipes.config import parse_sets
+    from foveal.sweep import markdown_table, parse_grid, read_results, run_sweep
+
+    try:
+        seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
+    except ValueError:
+        raise ValueError(f"--seeds takes comma-separated integers, got {args.seeds!r}") from None
+    path = run_sweep(
+        args.name,
+        args.recipe,
+        args.preset,
+        parse_grid(args.grid),
+        seeds,
+        sets=parse_sets(args.sets),
+        threads=args.threads,
+    )
+    rows = read_results(path)
+    print(json.dumps({"results": str(path), "rows": len(rows)}))
+    first = next(iter(rows[-1]["metrics"]), None) if rows else None
+    if first:
+        print(markdown_table(rows, first), file=sys.stderr)
+    return 0
+
+
+def cmd_results(args: argparse.Namespace) -> int:
+    from foveal.sweep import RESULTS_DIR, markdown_table, read_results
+
+    path = Path(args.name) if args.name.endswith(".jsonl") else RESULTS_DIR / f"{args.name}.jsonl"
+    rows = read_results(path)
+    if not rows:
+        raise ValueError(f"no results in {path}; make them with `foveal sweep`")
+    print(markdown_table(rows, args.metric))
     return 0
 
 
@@ -249,6 +304,8 @@ COMMANDS = {
     "list": cmd_list,
     "train": cmd_train,
     "config": cmd_config,
+    "sweep": cmd_sweep,
+    "results": cmd_results,
     "eval": cmd_eval,
     "show": cmd_show,
     "demo": cmd_demo,

@@ -147,7 +147,7 @@ def start_run(
     return Run(run_dir, recipe, preset, config, task), metrics
 
 
-def _commit() -> str:
+def commit_id() -> str:
     """The commit of foveal's source checkout (with ``+`` if it has uncommitted changes), or ``unknown``."""
     import subprocess
 
@@ -181,7 +181,7 @@ def record_run_info(run: RunDir, config: RunConfig, started: float, resumed: boo
             "parts": info.get("parts", 0) + 1,
             "seed": config.seed,
             "threads": config.threads,
-            "commit": _commit(),
+            "commit": commit_id(),
             "foveal": foveal.__version__,
             "torch": torch.__version__,
             "python": platform.python_version(),

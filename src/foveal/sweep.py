@@ -1,0 +1,193 @@
+"""Results as data: a grid of settings x seeds trained by the one loop, one JSON line per run.
+
+``foveal sweep NAME RECIPE --preset quick --grid model.hops=1,2 --seeds 0,1,2`` trains every
+combination and appends a row to ``results/NAME.jsonl``: the recipe, preset, the settings of the
+cell, the seed, the final metrics, wall and CPU seconds, the commit and the torch version. A row
+already in the file is not trained again, so an interrupted sweep continues where it stopped.
+``foveal results NAME --metric acc`` prints the table of mean and spread over seeds that the docs
+quote; ``tests/test_results.py`` checks that every table in docs/ matches its results file.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import statistics
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from foveal.errors import FovealError
+from foveal.train.checkpoint import write_text_atomic
+
+RESULTS_DIR = Path("results")
+
+
+def parse_grid(items: Sequence[str]) -> dict[str, list[str]]:
+    """``["model.hops=1,2", "loop.lr=1e-3"]`` -> ``{"model.hops": ["1", "2"], "loop.lr": ["1e-3"]}``.
+
+    Example:
+        >>> parse_grid(["model.hops=1,2"])
+        {'model.hops': ['1', '2']}
+    """
+    grid: dict[str, list[str]] = {}
+    for item in items:
+        key, sep, values = item.partition("=")
+        if not sep or not key.strip() or not values.strip():
+            raise FovealError(f"--grid needs key=value[,value...], got {item!r}")
+        grid[key.strip()] = [v.strip() for v in values.split(",") if v.strip()]
+    return grid
+
+
+def cells(grid: dict[str, list[str]]) -> list[dict[str, str]]:
+    """Every combination of the grid's values, in order.
+
+    Example:
+        >>> cells({"a": ["1", "2"], "b": ["x"]})
+        [{'a': '1', 'b': 'x'}, {'a': '2', 'b': 'x'}]
+    """
+    keys = list(grid)
+    return [dict(zip(keys, values, strict=True)) for values in itertools.product(*(grid[k] for k in keys))]
+
+
+def read_results(path: str | Path) -> list[dict[str, Any]]:
+    """The rows of a results file (an empty list if there is none)."""
+    path = Path(path)
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _row_key(row: dict[str, Any]) -> tuple[Any, ...]:
+    return (row["recipe"], row["preset"], json.dumps(row["sets"], sort_keys=True), row["seed"])
+
+
+def run_sweep(
+    name: str,
+    recipe: str,
+    preset: str | None,
+    grid: dict[str, list[str]],
+    seeds: Sequence[int],
+    *,
+    sets: dict[str, str] | None = None,
+    threads: int = 1,
+    results_dir: str | Path = RESULTS_DIR,
+    runs_dir: str | Path = "runs/sweeps",
+) -> Path:
+    """Train every cell of ``grid`` (on top of ``sets``) for every seed; append a row per run.
+
+    Returns the results file. Rows already in it (same recipe, preset, settings and seed) are kept
+    and not trained again.
+    """
+    import resource
+
+    from foveal.runs import commit_id, start_run
+
+    path = Path(results_dir) / f"{name}.jsonl"
+    done = {_row_key(row) for row in read_results(path)}
+    for cell in cells(grid) or [{}]:
+        settings = {**(sets or {}), **cell}
+        for seed in seeds:
+            row = {"recipe": recipe, "preset": preset, "sets": settings, "seed": seed}
+            if _row_key(row) in done:
+                continue
+            tag = "-".join(f"{k.split('.')[-1]}={v}" for k, v in cell.items()) or "default"
+            out = Path(runs_dir) / name / f"{tag}-seed{seed}"
+            wall, cpu = time.monotonic(), resource.getrusage(resource.RUSAGE_SELF).ru_utime
+            _, metrics = start_run(recipe, preset, sets=settings, seed=seed, threads=threads, out=out, overwrite=True)
+            row |= {
+                "metrics": metrics,
+                "wall_s": round(time.monotonic() - wall, 1),
+                "cpu_s": round(resource.getrusage(resource.RUSAGE_SELF).ru_utime - cpu, 1),
+                "commit": commit_id(),
+                "torch": torch.__version__,
+            }
+            rows = [*read_results(path), row]
+            write_text_atomic("".join(json.dumps(r) + "\n" for r in rows), path)
+    return path
+
+
+def summarize(rows: Sequence[dict[str, Any]], metric: str, by: Sequence[str] | None = None) -> list[dict[str, Any]]:
+    """Mean, spread (min-max) and seeds of ``metric`` per setting, in the order settings first appear.
+
+    ``by`` names the settings that make a row of the table (default: every setting that varies).
+
+    Example:
+        >>> rows = [{"sets": {"hops": "1"}, "seed": s, "metrics": {"acc": a}} for s, a in ((0, 0.5), (1, 0.7))]
+        >>> summarize(rows, "acc")
+        [{'setting': {'hops': '1'}, 'mean': 0.6, 'min': 0.5, 'max': 0.7, 'seeds': [0, 1]}]
+    """
+    keys = list(by) if by is not None else sorted({k for r in rows for k in r["sets"]})
+    if by is None and len(rows) > 1:
+        keys = [k for k in keys if len({r["sets"].get(k) for r in rows}) > 1] or keys
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        if metric not in row["metrics"]:
+            raise FovealError(f"metric {metric!r} is not in the results; choose from: {', '.join(row['metrics'])}")
+        setting = {k: row["sets"].get(k) for k in keys}
+        groups.setdefault(json.dumps(setting), []).append(row)
+    table = []
+    for setting, group in groups.items():
+        values = [r["metrics"][metric] for r in group]
+        table.append(
+            {
+                "setting": json.loads(setting),
+                "mean": round(statistics.fmean(values), 6),
+                "min": min(values),
+                "max": max(values),
+                "seeds": sorted(r["seed"] for r in group),
+            }
+        )
+    return table
+
+
+def markdown_table(rows: Sequence[dict[str, Any]], metric: str, digits: int = 3) -> str:
+    """The table the docs quote: one line per setting, mean and spread of ``metric`` over seeds.
+
+    Example:
+        >>> rows = [{"sets": {"hops": "1"}, "seed": s, "metrics": {"acc": a}} for s, a in ((0, 0.5), (1, 0.7))]
+        >>> print(markdown_table(rows, "acc"))
+        | hops | acc (mean) | min-max | seeds |
+        | --- | --- | --- | --- |
+        | 1 | 0.600 | 0.500-0.700 | 0, 1 |
+    """
+    summary = summarize(rows, metric)
+    keys = list(summary[0]["setting"]) if summary else []
+    lines = [
+        "| " + " | ".join([*(k.split(".")[-1] for k in keys), f"{metric} (mean)", "min-max", "seeds"]) + " |",
+        "| " + " | ".join(["---"] * (len(keys) + 3)) + " |",
+    ]
+    for entry in summary:
+        cells_ = [str(entry["setting"][k]) for k in keys]
+        spread = f"{entry['min']:.{digits}f}-{entry['max']:.{digits}f}"
+        seeds = ", ".join(map(str, entry["seeds"]))
+        lines.append("| " + " | ".join([*cells_, f"{entry['mean']:.{digits}f}", spread, seeds]) + " |")
+    return "\n".join(lines)
+
+
+MARKER = "<!-- results:"
+
+
+def docs_tables(text: str) -> list[tuple[str, str, str]]:
+    """Every ``<!-- results: NAME metric=M -->`` marker of a page, with the table under it.
+
+    Returns ``(name, metric, table)`` per marker; the table is the run of ``|`` lines after it.
+    """
+    found = []
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if line.strip().startswith(MARKER):
+            fields = dict(part.split("=", 1) for part in line.strip()[len(MARKER) : -3].split()[1:])
+            name = line.strip()[len(MARKER) :].split()[0]
+            table = []
+            for following in lines[i + 1 :]:
+                if not following.startswith("|"):
+                    if table:
+                        break
+                    continue
+                table.append(following)
+            found.append((name, fields.get("metric", ""), "\n".join(table)))
+    return found

@@ -1,0 +1,50 @@
+"""Results as data: a sweep writes one row per run, resumes, and every docs table matches its file."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from foveal.cli import main
+from foveal.sweep import docs_tables, markdown_table, read_results, run_sweep
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = sorted((ROOT / "docs").rglob("*.md")) + [ROOT / "README.md"]
+TINY = {"loop.steps": "3", "loop.eval_every": "0", "loop.ckpt_every": "0", "model.hidden": "4"}
+
+
+def test_a_sweep_writes_a_row_per_run_and_skips_what_it_has(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    path = run_sweep("toy-grid", "toy", None, {"model.dropout": ["0", "0.5"]}, [0, 1], sets=TINY)
+    rows = read_results(path)
+    assert len(rows) == 4 and {r["seed"] for r in rows} == {0, 1}
+    assert {"metrics", "wall_s", "cpu_s", "commit", "torch"} <= rows[0].keys()
+    assert rows[0]["sets"] == {**TINY, "model.dropout": "0"}
+    before = path.read_text()
+    run_sweep("toy-grid", "toy", None, {"model.dropout": ["0", "0.5"]}, [0, 1], sets=TINY)
+    assert path.read_text() == before  # nothing trained again
+    table = markdown_table(rows, "acc")
+    assert table.splitlines()[0] == "| dropout | acc (mean) | min-max | seeds |" and len(table.splitlines()) == 4
+
+
+def test_the_command_line_sweeps_and_tabulates(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    sets = [arg for key, value in TINY.items() for arg in ("--set", f"{key}={value}")]
+    assert main(["sweep", "cli", "toy", "--grid", "model.dropout=0", "--seeds", "0", *sets]) == 0
+    assert json.loads(capsys.readouterr().out)["rows"] == 1
+    assert main(["results", "cli", "--metric", "acc"]) == 0
+    assert "| acc (mean) |" in capsys.readouterr().out
+    assert main(["results", "cli", "--metric", "nope"]) == 2
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_table_in_the_docs_matches_its_results_file(page):
+    for name, metric, table in docs_tables(page.read_text()):
+        rows = read_results(ROOT / "results" / f"{name}.jsonl")
+        assert rows, f"{page.name}: no results/{name}.jsonl for its table"
+        assert table == markdown_table(rows, metric), f"{page.name}: the {name} table differs from its results file"
+
+
+def test_the_docs_check_can_fail():
+    page = "<!-- results: x metric=acc -->\n| a | b |\n| --- | --- |\n| 1 | 2 |\n\ntext\n"
+    assert docs_tables(page) == [("x", "acc", "| a | b |\n| --- | --- |\n| 1 | 2 |")]
