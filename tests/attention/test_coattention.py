@@ -212,7 +212,7 @@ def test_shape_errors_name_the_shapes(name: str) -> None:
 
 
 def test_bad_options_raise() -> None:
-    with pytest.raises(ValueError, match="hops must be"):
+    with pytest.raises(ValueError, match=r"hops: expected an integer >= 1, got 0"):
         HopCoAttention(8, hops=0)
     with pytest.raises(ValueError, match="unknown pool"):
         ParallelCoAttention(8, pool="mean")

@@ -54,7 +54,8 @@ def test_residual_self_attention_matches_the_equation() -> None:
     for b in range(2):
         for i in range(5):
             real = [j for j in range(5) if mask[b, j]]
-            e = [attn.W_q.weight @ V[b, i] @ (attn.W_k.weight @ V[b, j]) / math.sqrt(3) for j in real]
+            query = V[b, i] if mask[b, i] else torch.zeros(4, dtype=torch.float64)  # padding asks nothing
+            e = [attn.W_q.weight @ query @ (attn.W_k.weight @ V[b, j]) / math.sqrt(3) for j in real]
             alpha = torch.softmax(torch.stack(e), dim=0)
             expected = V[b, i] + sum(a * V[b, j] for a, j in zip(alpha, real, strict=True))  # v_i + filtered
             torch.testing.assert_close(out[b, i], expected)

@@ -70,8 +70,10 @@ def test_map_attention_errors():
     attn = MapAttention(4, key_dim=6)
     with pytest.raises(ValueError, match=r"query_map: expected shape \(B, 4, \*S\) with 1 to 3 spatial dims"):
         attn(torch.zeros(1, 4, 2, 2, 2, 2), torch.zeros(1, 6, 3))
-    with pytest.raises(ValueError, match=r"key_map: expected shape \(B, 6, \*S\)"):
+    with pytest.raises(ValueError, match=r"key_map: expected shape \(B=1, 6, \*S\)"):
         attn(torch.zeros(1, 4, 3), torch.zeros(1, 5, 3))
+    with pytest.raises(ValueError, match=r"key_map: expected shape \(B=1, 6, \*S\) .*, got \(2, 6, 3\)"):
+        attn(torch.zeros(1, 4, 3), torch.zeros(2, 6, 3))
     with pytest.raises(ValueError, match=r"value_map: expected spatial size \(3,\) \(the key map's\), got \(4,\)"):
         attn(torch.zeros(1, 4, 3), torch.zeros(1, 6, 3), torch.zeros(1, 6, 4))
 

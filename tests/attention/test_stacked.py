@@ -62,7 +62,7 @@ def test_errors():
         san(torch.zeros(3, 6, 8), torch.zeros(3, 7))
     with pytest.raises(ValueError, match=r"V: expected shape \(B, N, 8\)"):
         san(torch.zeros(3, 8), torch.zeros(3, 8))
-    with pytest.raises(ValueError, match=r"hops must be >= 1"):
+    with pytest.raises(ValueError, match=r"hops: expected an integer >= 1, got 0"):
         StackedAttention(8, hops=0)
 
 

@@ -25,7 +25,9 @@ import torch
 from torch import Tensor, nn
 
 from foveal._checks import check_shape
-from foveal.attention.core import Additive
+from foveal.attention._validate import check_module_dtype, check_size, check_sizes
+from foveal.attention.core import Additive, masked_softmax
+from foveal.errors import FovealError
 from foveal.registry import ATTENTION
 
 
@@ -52,7 +54,8 @@ class ChannelAttention(nn.Module):
         k_dim: size ``k`` of the joint embedding.
 
     Shape:
-        - V: ``(B, N, C)`` region vectors (a grid flattened row-major)
+        - V: ``(B, N, C)`` region vectors (a grid flattened row-major); with ``N = 0`` the mean region
+          ``v_bar`` is taken as zero, so the weights depend on the question alone
         - h_Q: ``(B, q_dim)``
         - output: ``(B, N, C)``
         - weights: ``(B, C)``, non-negative, summing to 1 over ``C``
@@ -67,15 +70,18 @@ class ChannelAttention(nn.Module):
     def __init__(self, dim: int, *, q_dim: int | None = None, k_dim: int = 32) -> None:
         super().__init__()
         q_dim = dim if q_dim is None else q_dim
+        check_sizes(dim=dim, q_dim=q_dim, k_dim=k_dim)
         self.W_c = nn.Parameter(torch.randn(k_dim) / math.sqrt(k_dim))
         self.b_c = nn.Parameter(torch.randn(dim, k_dim) / math.sqrt(k_dim))
         self.W_hc = nn.Linear(q_dim, k_dim, bias=False)
         self.W_i = nn.Linear(k_dim, 1)  # W_i' and b_i'
 
     def forward(self, V: Tensor, h_Q: Tensor) -> ChannelAttentionOutput:
+        check_module_dtype(self, V=V, h_Q=h_Q)
         sizes = check_shape("V", V, ("B", "N", self.b_c.shape[0]))
         check_shape("h_Q", h_Q, ("B", self.W_hc.in_features), sizes)
-        v_bar = V.mean(dim=1)  # (B, C)
+        # The mean of no regions is 0/0; zero (as for an all-masked set) keeps beta defined.
+        v_bar = V.mean(dim=1) if sizes["N"] else V.new_zeros(sizes["B"], V.shape[-1])  # (B, C)
         b = torch.tanh(v_bar.unsqueeze(-1) * self.W_c + self.b_c + self.W_hc(h_Q).unsqueeze(1))  # (B, C, k)
         beta = self.W_i(b).squeeze(-1).softmax(dim=-1)  # (B, C)
         return ChannelAttentionOutput(V * (beta * V.shape[-1]).unsqueeze(1), beta)
@@ -117,7 +123,9 @@ class CrossLayerAttention(nn.Module):
         k_dim: hidden size of the additive score.
 
     Shape:
-        - layers: a sequence of ``L`` tensors ``(B, N_l, C_l)`` (each grid flattened row-major)
+        - layers: a sequence of ``L`` tensors ``(B, N_l, C_l)`` (each grid flattened row-major). A
+          layer with no regions (``N_l = 0``) gets ``gamma_l = 0``; if every layer is empty the
+          output and the weights are zeros (nothing to attend)
         - h_Q: ``(B, q_dim)``
         - output: ``(B, dim)``
         - weights: ``(B, L)``; region_weights: ``L`` tensors ``(B, N_l)``
@@ -135,13 +143,23 @@ class CrossLayerAttention(nn.Module):
         super().__init__()
         layer_dims = (dim, dim) if layer_dims is None else tuple(layer_dims)
         if len(layer_dims) == 0:
-            raise ValueError("layer_dims: need at least one layer")
+            raise FovealError("layer_dims: need at least one layer")
+        check_sizes(dim=dim, k_dim=k_dim, **({} if q_dim is None else {"q_dim": q_dim}))
+        for l, c in enumerate(layer_dims):
+            check_size(f"layer_dims[{l}]", c)
         self.project = nn.ModuleList(nn.Linear(c, dim) for c in layer_dims)
         self.score = Additive(dim if q_dim is None else q_dim, dim, k_dim)
 
     def forward(self, layers: Sequence[Tensor], h_Q: Tensor) -> CrossLayerOutput:
+        if isinstance(layers, Tensor) or not isinstance(layers, Sequence):
+            shape = f" of shape {tuple(layers.shape)}" if isinstance(layers, Tensor) else ""
+            raise FovealError(
+                f"layers: expected a sequence of {len(self.project)} tensors (B, N_l, C_l), "
+                f"got a {type(layers).__name__}{shape}"
+            )
         if len(layers) != len(self.project):
-            raise ValueError(f"layers: expected {len(self.project)} tensors, got {len(layers)}")
+            raise FovealError(f"layers: expected {len(self.project)} tensors, got {len(layers)}")
+        check_module_dtype(self, h_Q=h_Q, **{f"layers[{l}]": V for l, V in enumerate(layers)})
         sizes = check_shape("h_Q", h_Q, ("B", self.score.W_q.in_features))
         query = h_Q.unsqueeze(1)
         attended, layer_logits, alphas = [], [], []
@@ -153,7 +171,12 @@ class CrossLayerAttention(nn.Module):
             attended.append((alpha.unsqueeze(1) @ u).squeeze(1))
             layer_logits.append(e.logsumexp(dim=-1))
             alphas.append(alpha)
-        gamma = torch.stack(layer_logits, dim=-1).softmax(dim=-1)  # (B, L)
+        layer_logits = torch.stack(layer_logits, dim=-1)  # (B, L)
+        if all(V.shape[1] for V in layers):
+            gamma = layer_logits.softmax(dim=-1)
+        else:  # an empty layer's log-sum is -inf; masked_softmax gives it 0 and an all-empty row zeros
+            present = torch.tensor([V.shape[1] > 0 for V in layers], device=h_Q.device)
+            gamma = masked_softmax(layer_logits, present)
         output = (gamma.unsqueeze(-1) * torch.stack(attended, dim=1)).sum(dim=1)
         return CrossLayerOutput(output, gamma, tuple(alphas))
 

@@ -13,6 +13,10 @@ model can swap one for another:
 
 Seed 002 and Lu et al. store vectors as columns (``V`` is ``d x N``); we store them as rows
 (``V`` is ``(N, d)``), so their ``Q^T W V`` (``T x N``) is our ``Q W V^T``.
+
+Padded words (``mask`` False) enter every module as zero vectors: what they held, NaN or Inf
+included, reaches no output and no gradient, and their weights are zero. An empty set (no regions,
+or no words) is a set with nothing to attend: it adds zeros where it would add its attended vector.
 """
 
 from __future__ import annotations
@@ -23,8 +27,10 @@ import torch
 from torch import Tensor, nn
 
 from foveal._checks import check_shape
+from foveal.attention._validate import check_mask, check_module_dtype, check_sizes, drop_padding
 from foveal.attention.core import Bilinear, masked_softmax
 from foveal.attention.spatial import SpatialAttention
+from foveal.errors import FovealError
 from foveal.registry import ATTENTION
 
 
@@ -48,27 +54,32 @@ class CoAttentionOutput(NamedTuple):
     affinity: Tensor | None = None
 
 
-def _check_inputs(dim: int, V: Tensor, Q: Tensor, mask: Tensor | None, v_Q: Tensor | None) -> None:
-    sizes = check_shape("V", V, ("B", "N", dim))
-    check_shape("Q", Q, ("B", "T", dim), sizes)
-    if mask is not None:
-        check_shape("mask", mask, ("B", "T"), sizes)
-        if mask.dtype != torch.bool:
-            raise ValueError(f"mask must be bool (True = real word), got {mask.dtype}")
+def _check_inputs(module: nn.Module, V: Tensor, Q: Tensor, mask: Tensor | None, v_Q: Tensor | None) -> Tensor:
+    """Check the inputs every co-attention module takes; return ``Q`` with its padded words zeroed."""
+    check_module_dtype(module, V=V, Q=Q, **({} if v_Q is None else {"v_Q": v_Q}))
+    sizes = check_shape("V", V, ("B", "N", module.dim))
+    check_shape("Q", Q, ("B", "T", module.dim), sizes)
     if v_Q is not None:
-        check_shape("v_Q", v_Q, ("B", dim), sizes)
+        check_shape("v_Q", v_Q, ("B", module.dim), sizes)
+    if mask is None:
+        return Q
+    check_shape("mask", mask, ("B", "T"), sizes)
+    check_mask(mask, mask.shape)
+    return drop_padding(Q, mask)
 
 
 def masked_mean(x: Tensor, mask: Tensor | None) -> Tensor:
-    """Mean over the set axis of the rows where ``mask`` is True; zero for a row with none.
+    """Mean over the set axis of the rows where ``mask`` is True; zero for a row with none (or an empty set).
+
+    A row where ``mask`` is False is never read: a NaN there changes neither the mean nor a gradient.
 
     Shape:
         - x: ``(B, T, d)``; mask: bool ``(B, T)``; output: ``(B, d)``
     """
     if mask is None:
-        return x.mean(dim=1)
-    weight = mask.to(x.dtype).unsqueeze(-1)
-    return (x * weight).sum(dim=1) / weight.sum(dim=1).clamp_min(1.0)
+        return x.mean(dim=1) if x.shape[1] else x.new_zeros(x.shape[0], x.shape[2])
+    count = mask.sum(dim=1, keepdim=True).to(x.dtype)
+    return drop_padding(x, mask).sum(dim=1) / count.clamp_min(1.0)
 
 
 class HopCoAttention(nn.Module):
@@ -103,16 +114,15 @@ class HopCoAttention(nn.Module):
 
     def __init__(self, dim: int, *, hops: int = 2, k_dim: int = 128, joint: bool = False) -> None:
         super().__init__()
-        if hops < 1:
-            raise ValueError(f"hops must be >= 1, got {hops}")
+        check_sizes(dim=dim, hops=hops, k_dim=k_dim)
         self.dim, self.joint = dim, joint
         self.image_hops = nn.ModuleList(SpatialAttention(dim, dim, k_dim) for _ in range(hops))
         self.word_hops = nn.ModuleList(SpatialAttention(dim, dim, k_dim) for _ in range(hops))
 
     def forward(self, V: Tensor, Q: Tensor, mask: Tensor | None = None, v_Q: Tensor | None = None) -> CoAttentionOutput:
-        _check_inputs(self.dim, V, Q, mask, v_Q)
+        Q = _check_inputs(self, V, Q, mask, v_Q)
         u = masked_mean(Q, mask) if v_Q is None else v_Q
-        m = V.mean(dim=1)
+        m = masked_mean(V, None)
         region_maps, word_maps = [], []
         for image_attention, word_attention in zip(self.image_hops, self.word_hops, strict=True):
             image_condition, word_condition = (u + m, u + m) if self.joint else (u, m)
@@ -174,8 +184,9 @@ class ParallelCoAttention(nn.Module):
 
     def __init__(self, dim: int, *, pool: str = "max", k_dim: int = 128) -> None:
         super().__init__()
+        check_sizes(dim=dim, k_dim=k_dim)
         if pool not in ("max", "learned"):
-            raise ValueError(f"unknown pool {pool!r}; choose from: max, learned")
+            raise FovealError(f"unknown pool {pool!r}; choose from: max, learned")
         self.dim, self.pool = dim, pool
         self.W_b = Bilinear(dim, dim)
         if pool == "learned":
@@ -185,14 +196,14 @@ class ParallelCoAttention(nn.Module):
             self.w_hq = nn.Linear(k_dim, 1, bias=False)
 
     def forward(self, V: Tensor, Q: Tensor, mask: Tensor | None = None, v_Q: Tensor | None = None) -> CoAttentionOutput:
-        _check_inputs(self.dim, V, Q, mask, v_Q)
+        Q = _check_inputs(self, V, Q, mask, v_Q)
         C = torch.tanh(self.W_b(Q, V))  # (B, T, N)
         word_mask = torch.ones(Q.shape[:2], dtype=torch.bool, device=Q.device) if mask is None else mask
         if self.pool == "max":
             # tanh is in [-1, 1], so -2 is below every real entry and never wins the max.
-            e_v = C.masked_fill(~word_mask.unsqueeze(-1), -2.0).amax(dim=1)
+            e_v = _amax(C.masked_fill(~word_mask.unsqueeze(-1), -2.0), dim=1)
             e_v = e_v * word_mask.any(dim=1, keepdim=True)  # no real word: 0, not -2
-            e_q = C.amax(dim=2)
+            e_q = _amax(C, dim=2)
         else:
             C_real = C * word_mask.unsqueeze(-1)  # padded words add nothing to H_v
             Q_k, V_k = self.W_q(Q), self.W_v(V)
@@ -242,13 +253,14 @@ class AlternatingCoAttention(nn.Module):
 
     def __init__(self, dim: int, *, k_dim: int = 128) -> None:
         super().__init__()
+        check_sizes(dim=dim, k_dim=k_dim)
         self.dim = dim
         self.summary_score = nn.Sequential(nn.Linear(dim, k_dim), nn.Tanh(), nn.Linear(k_dim, 1))
         self.attend_image = SpatialAttention(dim, dim, k_dim)
         self.attend_question = SpatialAttention(dim, dim, k_dim)
 
     def forward(self, V: Tensor, Q: Tensor, mask: Tensor | None = None, v_Q: Tensor | None = None) -> CoAttentionOutput:
-        _check_inputs(self.dim, V, Q, mask, v_Q)
+        Q = _check_inputs(self, V, Q, mask, v_Q)
         word_mask = torch.ones(Q.shape[:2], dtype=torch.bool, device=Q.device) if mask is None else mask
         summary_weights = masked_softmax(self.summary_score(Q).squeeze(-1), word_mask)
         summary = (summary_weights.unsqueeze(1) @ Q).squeeze(1)
@@ -265,6 +277,11 @@ class AlternatingCoAttention(nn.Module):
     def example_inputs(self, batch: int = 2, generator: torch.Generator | None = None) -> tuple[Tensor, ...]:
         """Small random inputs for :meth:`forward` (used by the conformance tests)."""
         return _example_inputs(self.dim, batch, generator)
+
+
+def _amax(x: Tensor, dim: int) -> Tensor:
+    # The max over no entries is taken as 0, the score of a set with nothing in it.
+    return x.amax(dim=dim) if x.shape[dim] else x.new_zeros(x.shape[:dim] + x.shape[dim + 1 :])
 
 
 def _example_inputs(dim: int, batch: int, generator: torch.Generator | None) -> tuple[Tensor, ...]:

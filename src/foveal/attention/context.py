@@ -16,7 +16,9 @@ import torch
 from torch import Tensor, nn
 
 from foveal._checks import check_shape
+from foveal.attention._validate import check_mask, check_module_dtype, check_sizes, drop_padding
 from foveal.attention.core import attend
+from foveal.errors import FovealError
 from foveal.registry import ATTENTION
 
 
@@ -37,7 +39,8 @@ class GridBiLSTM(nn.Module):
         layers: stacked LSTM layers.
 
     Shape:
-        - V: ``(B, N, C)``, a map flattened row-major (``flatten_grid``): region ``i = row * W + col``
+        - V: ``(B, N, C)``, a map flattened row-major (``flatten_grid``): region ``i = row * W + col``;
+          ``N = 0`` gives an empty output
         - output: ``(B, N, C)``: forward hidden state, then backward, at each region
         - weights: None
 
@@ -49,13 +52,17 @@ class GridBiLSTM(nn.Module):
 
     def __init__(self, dim: int, *, layers: int = 1) -> None:
         super().__init__()
+        check_sizes(dim=dim, layers=layers)
         if dim % 2:
-            raise ValueError(f"dim must be even (half per direction), got {dim}")
+            raise FovealError(f"dim must be even (half per direction), got {dim}")
         self.dim = dim
         self.lstm = nn.LSTM(dim, dim // 2, num_layers=layers, batch_first=True, bidirectional=True)
 
     def forward(self, V: Tensor) -> ContextOutput:
+        check_module_dtype(self, V=V)
         check_shape("V", V, ("B", "N", self.dim))
+        if V.shape[1] == 0:  # an LSTM refuses a sequence of length 0; its output would be empty anyway
+            return ContextOutput(V + 0, None)
         return ContextOutput(self.lstm(V)[0], None)
 
     def example_inputs(self, batch: int = 2, generator: torch.Generator | None = None) -> tuple[Tensor, ...]:
@@ -77,7 +84,10 @@ class ResidualSelfAttention(nn.Module):
 
     Shape:
         - V: ``(B, N, C)``
-        - mask: bool ``(B, N)``, True = a real region (for padded sets of objects); None = all real
+        - mask: bool ``(B, N)``, True = a real region (for padded sets of objects); None = all real.
+          Padded regions enter the attention as zeros: what they hold (NaN or Inf included) reaches
+          no other region's output, no weight and no gradient. A padded region's own output is its
+          vector plus the mean of the real regions (its zero query weighs them equally)
         - output: ``(B, N, C)``
         - weights: ``(B, N, N)``, row ``i`` is region ``i``'s attention over the set
 
@@ -91,16 +101,24 @@ class ResidualSelfAttention(nn.Module):
     def __init__(self, dim: int, *, k_dim: int | None = None) -> None:
         super().__init__()
         k_dim = dim if k_dim is None else k_dim
+        check_sizes(dim=dim, k_dim=k_dim)
         self.dim = dim
         self.W_q = nn.Linear(dim, k_dim, bias=False)
         self.W_k = nn.Linear(dim, k_dim, bias=False)
 
     def forward(self, V: Tensor, mask: Tensor | None = None) -> ContextOutput:
+        check_module_dtype(self, V=V)
         sizes = check_shape("V", V, ("B", "N", self.dim))
         if mask is not None:
             check_shape("mask", mask, ("B", "N"), sizes)
+            check_mask(mask, mask.shape)
+            # Zeroed before W_q and W_k, whose backward reads their inputs: a NaN in a padded region
+            # would otherwise reach their gradients through 0 * NaN, though its weights are zero.
+            real = drop_padding(V, mask)
             mask = mask.unsqueeze(1)  # every region may attend to the real ones
-        filtered, weights = attend(self.W_q(V), self.W_k(V), V, score="scaled_dot", mask=mask)
+        else:
+            real = V
+        filtered, weights = attend(self.W_q(real), self.W_k(real), real, score="scaled_dot", mask=mask)
         return ContextOutput(V + filtered, weights)
 
     def example_inputs(self, batch: int = 2, generator: torch.Generator | None = None) -> tuple[Tensor, ...]:

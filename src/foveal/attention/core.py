@@ -8,7 +8,9 @@ axis. Output row ``j`` is seed 001's eq. (1)::
     o_j = (1 / C_j) sum_i f(q_j, k_i) g(v_i),   C_j = sum_i f(q_j, k_i),   f = exp(score)
 
 Masks are bool with ``True`` = "may be attended" (the ``F.scaled_dot_product_attention``
-convention). A query row whose keys are all masked gets zero weights and a zero output, never NaN.
+convention). A query row whose keys are all masked gets zero weights and a zero output, never NaN;
+a key that no query may attend is padding, and what it holds (NaN or Inf included) reaches neither
+the output nor any gradient.
 """
 
 from __future__ import annotations
@@ -23,6 +25,15 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from foveal._checks import check_shape
+from foveal.attention._validate import (
+    check_broadcast,
+    check_floating,
+    check_mask,
+    check_module_dtype,
+    check_positive,
+    check_sizes,
+)
+from foveal.errors import FovealError
 
 ScoreFn = Callable[[Tensor, Tensor], Tensor]
 BUILTIN_SCORES = ("dot", "scaled_dot", "cosine")
@@ -63,32 +74,68 @@ def score_logits(query: Tensor, key: Tensor, score: str | ScoreFn, temperature: 
     """Attention logits ``(..., n, m)`` for queries ``(..., n, d)`` and keys ``(..., m, d)``.
 
     ``"dot"`` is ``q . k``; ``"scaled_dot"`` is ``q . k / sqrt(d)``; ``"cosine"`` is
-    ``cos(q, k) / temperature``. A callable is called as ``score(query, key)``.
+    ``cos(q, k) / temperature`` (``temperature > 0``). A callable is called as ``score(query, key)``.
+    Leading dims broadcast.
     """
+    _check_score(score, temperature)
+    _check_operands(query, key, None, score)
+    return _logits(query, key, score, temperature)
+
+
+def _logits(query: Tensor, key: Tensor, score: str | ScoreFn, temperature: float) -> Tensor:
     if callable(score):
         return score(query, key)
     if score == "dot":
         return query @ key.transpose(-2, -1)
     if score == "scaled_dot":
         return query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])
+    return _unit(query) @ _unit(key).transpose(-2, -1) / temperature
+
+
+def _check_score(score: object, temperature: object) -> None:
+    if not callable(score) and score not in BUILTIN_SCORES:
+        raise FovealError(f"unknown score {score!r}; choose from: {', '.join(BUILTIN_SCORES)} or a callable")
     if score == "cosine":
-        return _unit(query) @ _unit(key).transpose(-2, -1) / temperature
-    raise ValueError(f"unknown score {score!r}; choose from: {', '.join(BUILTIN_SCORES)} or a callable")
+        check_positive("temperature", temperature, "it divides the cosine score")
+
+
+def _check_operands(query: Tensor, key: Tensor, value: Tensor | None, score: str | ScoreFn) -> torch.Size:
+    """Shapes, dtypes and leading-dim agreement of attend's tensors; returns the broadcast leading dims."""
+    tensors = {"query": query, "key": key} if value is None else {"query": query, "key": key, "value": value}
+    check_floating(**tensors)
+    sizes = check_shape("query", query, ("n", "d"), leading=True)
+    # A callable score may compare vectors of different sizes (Additive, Bilinear).
+    key_dims = ("m", None) if callable(score) else ("m", "d")
+    check_shape("key", key, key_dims, sizes, leading=True)
+    if not callable(score) and sizes["d"] == 0:
+        raise FovealError(f"query: expected vectors of at least one feature (d >= 1), got shape {tuple(query.shape)}")
+    lead = check_broadcast("key", key, query.shape[:-2], "the query's")
+    if value is not None:
+        # After the key, so that a value with the wrong number of vectors is the one named in the error.
+        check_shape("value", value, ("m", "p"), sizes, leading=True)
+        lead = check_broadcast("value", value, lead, "the query's and key's")
+    return lead
 
 
 def masked_softmax(logits: Tensor, mask: Tensor | None = None) -> Tensor:
     """Softmax over the last axis that gives exactly zero weight where ``mask`` is False.
 
     A row with no True entry gets all-zero weights (not NaN, not uniform), with finite gradients.
+    A NaN or Inf logit where the mask is False changes nothing, in value or gradient.
 
     Shape:
         - logits: ``(..., n, m)``
         - mask: bool, broadcastable to ``(..., n, m)``; True = may be attended
         - output: ``(..., n, m)``
     """
+    check_floating(logits=logits)
     if mask is None:
         return logits.softmax(dim=-1)
-    _check_mask(mask, logits.shape)
+    check_mask(mask, logits.shape)
+    return _masked_softmax(logits, mask)
+
+
+def _masked_softmax(logits: Tensor, mask: Tensor) -> Tensor:
     # A finite fill keeps every softmax input finite (no inf - inf = NaN in all-masked rows); the
     # product with the mask then zeroes masked entries, and with them whole all-masked rows.
     filled = logits.masked_fill(~mask, torch.finfo(logits.dtype).min)
@@ -114,9 +161,11 @@ def attend(
         value: the vectors that are summed, ``v_i`` (already transformed by ``g``, if any).
         score: ``"dot"``, ``"scaled_dot"``, ``"cosine"``, or a callable/module
             ``(query, key) -> logits (..., n, m)`` such as :class:`Additive` or :class:`Bilinear`.
-        mask: bool, True where query ``j`` may attend to key ``i``.
+        mask: bool, True where query ``j`` may attend to key ``i``. A key that no query may
+            attend (padding) is replaced by zeros, with its value, before the score and the sum,
+            so a NaN or Inf there reaches neither the output nor any gradient.
         need_weights: return the weights; False allows the fused kernel.
-        temperature: divides the cosine score (ignored by the other scores).
+        temperature: divides the cosine score (ignored by the other scores); must be > 0.
         fused: force the fused path on (True) or off (False); None follows
             :func:`set_fused_attention`. The fused path needs ``need_weights=False`` and a
             built-in score; otherwise the plain path runs.
@@ -125,9 +174,13 @@ def attend(
         - query: ``(..., n, d)``
         - key: ``(..., m, d)``
         - value: ``(..., m, p)``
-        - mask: ``(..., n, m)``, broadcastable
+        - mask: ``(..., n, m)``, broadcastable (it may not add dims to the result)
         - output: ``(..., n, p)``; leading dims broadcast (batch, heads, ...)
         - weights: ``(..., n, m)`` or None
+
+    Query, key and value share one floating dtype; a wrong shape, a leading dim that does not
+    broadcast, or a mixed dtype raises ``ValueError``. An empty set of keys (``m = 0``) is a set with
+    nothing to attend: zero output.
 
     Example:
         >>> q, k, v = torch.randn(2, 3, 8), torch.randn(2, 5, 8), torch.randn(2, 5, 4)
@@ -137,24 +190,31 @@ def attend(
         >>> torch.allclose(w.sum(-1), torch.ones(2, 3))
         True
     """
-    sizes = check_shape("query", query, ("n", "d"), leading=True)
-    # A callable score may compare vectors of different sizes (Additive, Bilinear).
-    key_dims = ("m", None) if callable(score) else ("m", "d")
-    check_shape("key", key, key_dims, sizes, leading=True)
-    # After the key, so that a value with the wrong number of vectors is the one named in the error.
-    check_shape("value", value, ("m", "p"), sizes, leading=True)
+    _check_score(score, temperature)
+    lead = _check_operands(query, key, value, score)
+    if mask is not None:
+        check_mask(mask, (*lead, query.shape[-2], key.shape[-2]))
+        key, value = _drop_unreachable(key, value, mask)
     use_fused = _fused_enabled if fused is None else fused
-    if use_fused and not need_weights and not callable(score):
+    # SDPA cannot fold an empty tensor into its (batch, heads, n, d) layout; the plain path can.
+    nonempty = min(query.numel(), key.numel(), value.numel()) > 0
+    if use_fused and not need_weights and not callable(score) and nonempty:
         return AttentionOutput(_fused(query, key, value, score, mask, temperature), None)
-    weights = masked_softmax(score_logits(query, key, score, temperature), mask)
+    logits = _logits(query, key, score, temperature)
+    weights = logits.softmax(dim=-1) if mask is None else _masked_softmax(logits, mask)
     return AttentionOutput(weights @ value, weights if need_weights else None)
 
 
+def _drop_unreachable(key: Tensor, value: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
+    # A key no query may attend is padding. Its weight is zero, but 0 * NaN = NaN in the weighted
+    # sum, in a cosine's norm and in every backward that reads it; a zero key and value are inert.
+    # A key that some query attends is data, and a NaN in it is the caller's to see.
+    mask = mask.reshape(*([1] * max(2 - mask.dim(), 0)), *mask.shape)
+    reachable = mask.any(dim=-2).unsqueeze(-1)  # (..., m, 1)
+    return torch.where(reachable, key, 0), torch.where(reachable, value, 0)
+
+
 def _fused(query: Tensor, key: Tensor, value: Tensor, score: str, mask: Tensor | None, temperature: float) -> Tensor:
-    if score not in BUILTIN_SCORES:
-        raise ValueError(f"unknown score {score!r}; choose from: {', '.join(BUILTIN_SCORES)} or a callable")
-    if mask is not None:
-        _check_mask(mask, (*query.shape[:-1], key.shape[-2]))
     scale = {"dot": 1.0, "scaled_dot": None, "cosine": 1.0 / temperature}[score]
     if score == "cosine":
         query, key = _unit(query), _unit(key)
@@ -186,15 +246,6 @@ def _unit(x: Tensor, eps: float = 1e-8) -> Tensor:
     return x / x.norm(dim=-1, keepdim=True).clamp_min(eps)
 
 
-def _check_mask(mask: Tensor, shape: torch.Size | tuple[int, ...]) -> None:
-    if mask.dtype != torch.bool:
-        raise ValueError(f"mask must be bool (True = may be attended), got {mask.dtype}")
-    try:
-        torch.broadcast_shapes(mask.shape, tuple(shape))
-    except RuntimeError:
-        raise ValueError(f"mask: expected a shape broadcastable to {tuple(shape)}, got {tuple(mask.shape)}") from None
-
-
 class Additive(nn.Module):
     """Additive (MLP) score of seeds 000 and 002: ``w_a^T tanh(W_k k_i + W_q q_j + b) + b_a``.
 
@@ -217,14 +268,14 @@ class Additive(nn.Module):
 
     def __init__(self, query_dim: int, key_dim: int, hidden: int, *, activation: nn.Module | None = None) -> None:
         super().__init__()
+        check_sizes(query_dim=query_dim, key_dim=key_dim, hidden=hidden)
         self.W_k = nn.Linear(key_dim, hidden, bias=False)
         self.W_q = nn.Linear(query_dim, hidden, bias=True)  # holds b (seed 000's b_z)
         self.w_a = nn.Linear(hidden, 1, bias=True)
         self.activation = nn.Tanh() if activation is None else activation
 
     def forward(self, query: Tensor, key: Tensor) -> Tensor:
-        check_shape("query", query, (None, self.W_q.in_features), leading=True)
-        check_shape("key", key, (None, self.W_k.in_features), leading=True)
+        _check_pair(self, query, key, self.W_q.in_features, self.W_k.in_features)
         return additive_logits(self.W_q(query), self.W_k(key), self.w_a, self.activation)
 
 
@@ -248,10 +299,17 @@ class Bilinear(nn.Module):
 
     def __init__(self, query_dim: int, key_dim: int) -> None:
         super().__init__()
+        check_sizes(query_dim=query_dim, key_dim=key_dim)
         self.weight = nn.Parameter(torch.empty(query_dim, key_dim))
         nn.init.xavier_uniform_(self.weight)
 
     def forward(self, query: Tensor, key: Tensor) -> Tensor:
-        check_shape("query", query, (None, self.weight.shape[0]), leading=True)
-        check_shape("key", key, (None, self.weight.shape[1]), leading=True)
+        _check_pair(self, query, key, self.weight.shape[0], self.weight.shape[1])
         return (query @ self.weight) @ key.transpose(-2, -1)
+
+
+def _check_pair(score: nn.Module, query: Tensor, key: Tensor, query_dim: int, key_dim: int) -> None:
+    check_module_dtype(score, query=query, key=key)
+    check_shape("query", query, (None, query_dim), leading=True)
+    check_shape("key", key, (None, key_dim), leading=True)
+    check_broadcast("key", key, query.shape[:-2], "the query's")

@@ -20,7 +20,9 @@ import torch
 from torch import Tensor, nn
 
 from foveal._checks import check_shape
+from foveal.attention._validate import check_mask, check_module_dtype, check_positive, check_sizes, drop_padding
 from foveal.attention.multihead import Attention
+from foveal.errors import FovealError
 from foveal.registry import ATTENTION
 
 
@@ -69,8 +71,9 @@ class TransformerFusion(nn.Module):
     Shape:
         - V: ``(B, N, d)``, the regions; Q: ``(B, T, d)``, the words
         - mask: bool ``(B, T)``, True = real word; None = all real
-        - output: :class:`FusionOutput`. Outputs at padded word positions are finite but meaningless;
-          they never reach the regions or the real words.
+        - output: :class:`FusionOutput`. Padded words enter as zeros, so what they held (NaN or Inf
+          included) reaches no output and no gradient. Outputs at padded word positions are finite
+          but meaningless; they never reach the regions or the real words.
 
     Example:
         >>> block = TransformerFusion(16, heads=2)
@@ -81,9 +84,13 @@ class TransformerFusion(nn.Module):
 
     def __init__(self, dim: int, *, heads: int = 4, mlp_ratio: float = 2.0) -> None:
         super().__init__()
+        check_sizes(dim=dim, heads=heads)
         if dim % heads:
-            raise ValueError(f"dim={dim} is not divisible by heads={heads}")
+            raise FovealError(f"dim={dim} is not divisible by heads={heads}")
+        check_positive("mlp_ratio", mlp_ratio, "the MLP's hidden size is mlp_ratio * dim")
         hidden = int(dim * mlp_ratio)
+        if hidden < 1:
+            raise FovealError(f"mlp_ratio: dim * mlp_ratio must be at least 1, got {dim} * {mlp_ratio}")
         self.dim = dim
         self.norms = nn.ModuleDict({name: nn.LayerNorm(dim) for name in ("v1", "q1", "v2", "q2", "v3", "q3")})
         self.self_image = _ProjectedAttention(dim, heads)
@@ -94,13 +101,16 @@ class TransformerFusion(nn.Module):
         self.mlp_question = nn.Sequential(nn.Linear(dim, hidden), nn.GELU(), nn.Linear(hidden, dim))
 
     def forward(self, V: Tensor, Q: Tensor, mask: Tensor | None = None) -> FusionOutput:
+        check_module_dtype(self, V=V, Q=Q)
         sizes = check_shape("V", V, ("B", "N", self.dim))
         check_shape("Q", Q, ("B", "T", self.dim), sizes)
         key_mask = None
         if mask is not None:
             check_shape("mask", mask, ("B", "T"), sizes)
-            if mask.dtype != torch.bool:
-                raise ValueError(f"mask must be bool (True = real word), got {mask.dtype}")
+            check_mask(mask, mask.shape)
+            # Zero before the first LayerNorm: a NaN word would otherwise reach the norms' and the
+            # projections' parameter gradients through 0 * NaN, though its weights are zero.
+            Q = drop_padding(Q, mask)
             key_mask = mask.unsqueeze(1)  # (B, 1, T): every query may attend to the real words
         n = self.norms
         x, y = V, Q

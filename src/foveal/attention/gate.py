@@ -19,6 +19,8 @@ import torch
 from torch import Tensor
 
 from foveal._checks import check_shape
+from foveal.attention._validate import check_tensor
+from foveal.errors import FovealError
 
 
 class GateOutput(NamedTuple):
@@ -44,7 +46,8 @@ def gate(features: Tensor, logits: Tensor, hard: bool = False) -> GateOutput:
 
     Shape:
         - features: ``(..., k)``
-        - logits: ``(..., k)``, leading dims broadcast with ``features``
+        - logits: ``(..., k)``, floating point, leading dims broadcast with ``features`` (a
+          ``features`` of another dtype is promoted as ``torch.mul`` does)
         - soft output: ``(..., k)``; hard output and kept: ``(..., max m)``, ``max m <= k``
         - weights: ``(..., k)``
 
@@ -60,12 +63,15 @@ def gate(features: Tensor, logits: Tensor, hard: bool = False) -> GateOutput:
                 [6., 0.]]), tensor([[ True,  True],
                 [ True, False]]))
     """
+    check_tensor("features", features)
+    if not check_tensor("logits", logits).is_floating_point():
+        raise FovealError(f"logits: expected a floating-point tensor, got {logits.dtype}")
     sizes = check_shape("features", features, ("k",), leading=True)
     check_shape("logits", logits, ("k",), sizes, leading=True)
     try:
         shape = torch.broadcast_shapes(features.shape, logits.shape)
     except RuntimeError:
-        raise ValueError(
+        raise FovealError(
             f"logits: expected a shape broadcastable to {tuple(features.shape)}, got {tuple(logits.shape)}"
         ) from None
     if not hard:

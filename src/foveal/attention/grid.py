@@ -21,8 +21,10 @@ import torch
 from torch import Tensor, nn
 
 from foveal._checks import check_shape
+from foveal.attention._validate import check_module_dtype, check_size, check_sizes, check_tensor
 from foveal.attention.core import ScoreFn
 from foveal.attention.multihead import Attention
+from foveal.errors import FovealError
 from foveal.registry import ATTENTION
 
 
@@ -37,8 +39,8 @@ def flatten_grid(x: Tensor) -> Tensor:
         >>> flatten_grid(torch.zeros(2, 8, 4, 5)).shape
         torch.Size([2, 20, 8])
     """
-    if x.dim() < 3:
-        raise ValueError(f"x: expected shape (B, C, *S) with at least one spatial dim, got {tuple(x.shape)}")
+    if check_tensor("x", x).dim() < 3:
+        raise FovealError(f"x: expected shape (B, C, *S) with at least one spatial dim, got {tuple(x.shape)}")
     return x.flatten(2).transpose(1, 2)
 
 
@@ -55,8 +57,10 @@ def unflatten_grid(x: Tensor, spatial: Sequence[int]) -> Tensor:
         >>> torch.equal(unflatten_grid(flatten_grid(x), (4, 5)), x)
         True
     """
-    spatial = tuple(int(s) for s in spatial)
-    check_shape("x", x, (None, math.prod(spatial), None))
+    spatial = tuple(check_size(f"spatial[{i}]", s, minimum=0) for i, s in enumerate(spatial))
+    if not spatial:
+        raise FovealError("spatial: expected at least one spatial size, got ()")
+    check_shape("x", check_tensor("x", x), (None, math.prod(spatial), None))
     return x.transpose(1, 2).unflatten(2, spatial)
 
 
@@ -132,17 +136,15 @@ class MapAttention(nn.Module):
         key_map = query_map if key_map is None else key_map
         value_map = key_map if value_map is None else value_map
         inner = self.attention
+        check_module_dtype(inner, query_map=query_map, key_map=key_map, value_map=value_map)
         for name, x, channels in (
             ("query_map", query_map, inner.W_q.in_features),
             ("key_map", key_map, inner.W_k.in_features),
             ("value_map", value_map, inner.W_v.in_features),
         ):
-            if not 3 <= x.dim() <= 5 or x.shape[1] != channels:
-                raise ValueError(
-                    f"{name}: expected shape (B, {channels}, *S) with 1 to 3 spatial dims, got {tuple(x.shape)}"
-                )
+            _check_map(name, x, channels, None if x is query_map else query_map.shape[0])
         if key_map.shape[2:] != value_map.shape[2:]:
-            raise ValueError(
+            raise FovealError(
                 f"value_map: expected spatial size {tuple(key_map.shape[2:])} (the key map's), "
                 f"got {tuple(value_map.shape[2:])}"
             )
@@ -191,20 +193,31 @@ class NonLocalBlock(nn.Module):
         self, channels: int, *, inner: int | None = None, heads: int = 1, score: str | ScoreFn = "dot"
     ) -> None:
         super().__init__()
+        check_size("channels", channels)
         inner = max(channels // 2, 1) if inner is None else inner
+        check_sizes(inner=inner, heads=heads)
         self.attention = MapAttention(channels, out_dim=inner, qk_dim=inner, heads=heads, score=score)
         self.W_z = nn.Conv1d(inner, channels, kernel_size=1)
         nn.init.zeros_(self.W_z.weight)
         nn.init.zeros_(self.W_z.bias)
 
     def forward(self, x: Tensor, need_weights: bool = True) -> MapAttentionOutput:
-        if not 3 <= x.dim() <= 5 or x.shape[1] != self.W_z.out_channels:
-            raise ValueError(
-                f"x: expected shape (B, {self.W_z.out_channels}, *S) with 1 to 3 spatial dims, got {tuple(x.shape)}"
-            )
+        check_module_dtype(self, x=x)
+        _check_map("x", x, self.W_z.out_channels)
         y, weights = self.attention(x, need_weights=need_weights)
+        if math.prod(x.shape[2:]) == 0:  # no positions: nothing to add (and Conv1d refuses a length-0 input)
+            return MapAttentionOutput(x + 0, weights)
         return MapAttentionOutput(x + self.W_z(y.flatten(2)).view_as(x), weights)
 
     def example_inputs(self, batch: int = 2, generator: torch.Generator | None = None) -> tuple[Tensor, ...]:
         """Small random inputs for :meth:`forward` (used by the conformance tests)."""
         return (torch.randn(batch, self.W_z.out_channels, 3, 4, generator=generator),)
+
+
+def _check_map(name: str, x: Tensor, channels: int, batch: int | None = None) -> None:
+    ok = 3 <= x.dim() <= 5 and x.shape[1] == channels and (batch is None or x.shape[0] == batch)
+    if not ok:
+        b = "B" if batch is None else f"B={batch}"
+        raise FovealError(
+            f"{name}: expected shape ({b}, {channels}, *S) with 1 to 3 spatial dims, got {tuple(x.shape)}"
+        )

@@ -18,7 +18,9 @@ from einops import rearrange
 from torch import Tensor, nn
 
 from foveal._checks import check_shape
+from foveal.attention._validate import check_mask, check_module_dtype, check_positive, check_sizes, drop_padding
 from foveal.attention.core import BUILTIN_SCORES, AttentionOutput, ScoreFn, attend
+from foveal.errors import FovealError
 from foveal.registry import ATTENTION
 
 
@@ -36,13 +38,17 @@ class Attention(nn.Module):
         score: ``"dot"`` (seed 001's embedded Gaussian), ``"scaled_dot"``, ``"cosine"``, or a
             module/callable ``(query, key) -> logits`` applied per head to ``(B, heads, n, qk_dim/heads)``.
         bias: give the projections a bias (seed 001's are purely linear: False).
-        temperature: divides the cosine score.
+        temperature: divides the cosine score (> 0).
 
     Shape:
         - query: ``(B, n, dim)``
         - key: ``(B, m, key_dim)``; None for self-attention (key = query)
         - value: ``(B, m, value_dim)``; None means value = key
-        - mask: bool ``(B, n, m)`` or broadcastable to it, True = may be attended; shared by the heads
+        - mask: bool ``(B, n, m)`` or broadcastable to it, True = may be attended; shared by the heads.
+          A key that no query may attend (padding) enters as zeros, with its value, so a NaN or Inf
+          there reaches neither the output nor any gradient (of the inputs or the parameters). The
+          queries are used as given: in self-attention over a padded set, zero the padded rows first
+          (as :class:`foveal.attention.TransformerFusion` does) if they may hold NaN
         - output: ``(B, n, out_dim)``
         - weights: ``(B, heads, n, m)`` or None
 
@@ -71,11 +77,14 @@ class Attention(nn.Module):
         value_dim = key_dim if value_dim is None else value_dim
         out_dim = value_dim if out_dim is None else out_dim
         qk_dim = dim if qk_dim is None else qk_dim
+        check_sizes(dim=dim, key_dim=key_dim, value_dim=value_dim, out_dim=out_dim, qk_dim=qk_dim, heads=heads)
         for name, size in (("qk_dim", qk_dim), ("out_dim", out_dim)):
             if size % heads:
-                raise ValueError(f"{name}={size} is not divisible by heads={heads}")
-        if isinstance(score, str) and score not in BUILTIN_SCORES:
-            raise ValueError(f"unknown score {score!r}; choose from: {', '.join(BUILTIN_SCORES)} or a callable")
+                raise FovealError(f"{name}={size} is not divisible by heads={heads}")
+        if not callable(score) and score not in BUILTIN_SCORES:
+            raise FovealError(f"unknown score {score!r}; choose from: {', '.join(BUILTIN_SCORES)} or a callable")
+        if score == "cosine":
+            check_positive("temperature", temperature, "it divides the cosine score")
         self.heads = heads
         self.temperature = temperature
         self.score = score
@@ -93,12 +102,17 @@ class Attention(nn.Module):
     ) -> AttentionOutput:
         key = query if key is None else key
         value = key if value is None else value
+        check_module_dtype(self, query=query, key=key, value=value)
         sizes = check_shape("query", query, ("B", "n", self.W_q.in_features))
         check_shape("key", key, ("B", "m", self.W_k.in_features), sizes)
         check_shape("value", value, ("B", "m", self.W_v.in_features), sizes)
         if mask is not None:
-            if mask.dim() > 3:
-                raise ValueError(f"mask: expected shape (B, n, m) or broadcastable to it, got {tuple(mask.shape)}")
+            check_mask(mask, (sizes["B"], sizes["n"], sizes["m"]), symbols="(B, n, m)")
+            mask = mask.reshape(*([1] * (3 - mask.dim())), *mask.shape)
+            # Padding must be zero before the projections: attend would zero the projected keys, but
+            # the backward of W_k and W_v would still read the raw ones (0 * NaN in their gradients).
+            reachable = mask.any(dim=-2)  # (B or 1, m)
+            key, value = drop_padding(key, reachable), drop_padding(value, reachable)
             mask = mask.unsqueeze(-3)  # one mask for every head
         q, k, v = (
             rearrange(x, "b n (h d) -> b h n d", h=self.heads)

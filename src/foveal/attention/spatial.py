@@ -18,7 +18,9 @@ import torch
 from torch import Tensor, nn
 
 from foveal._checks import check_shape
+from foveal.attention._validate import check_mask, check_module_dtype, check_positive, check_sizes
 from foveal.attention.core import AttentionOutput, additive_logits, attend
+from foveal.errors import FovealError
 from foveal.registry import ATTENTION
 
 SPATIAL_SCORES = ("additive", "linear", "dot", "cosine")
@@ -38,13 +40,15 @@ class SpatialAttention(nn.Module):
         score: ``"additive"`` (seed 000, tanh), ``"linear"`` (seed 002's parametric form, no tanh),
             ``"dot"`` (seed 002's parameter-free ``1^T (v_I * v_Q)``; needs ``q_dim == c_dim``), or
             ``"cosine"`` (parameter-free; needs ``q_dim == c_dim``).
-        temperature: divides the cosine score.
+        temperature: divides the cosine score (> 0).
 
     Shape:
-        - V: ``(B, N, C)``, the regions (a flattened map, see :func:`foveal.flatten_grid`)
+        - V: ``(B, N, C)``, the regions (a flattened map, see :func:`foveal.flatten_grid`); ``N = 0``
+          gives a zero ``v_hat`` (nothing to attend)
         - h_Q: ``(B, d_q)``, or ``(B, n, d_q)``: ``n`` questions about the same regions, answered in
           one pass (the regions are projected once, not once per question)
-        - mask: bool ``(B, N)``, True = region may be attended; a row with no True gives zeros
+        - mask: bool ``(B, N)``, True = region may be attended; a row with no True gives zeros. A
+          masked region's ``V`` and ``keys`` are never read, so a NaN or Inf there changes nothing
         - keys: ``(B, N, C)``, what the score reads for each region (default: ``V``)
         - output: ``(B, C)``, ``v_hat`` (``(B, n, C)`` for ``n`` questions)
         - weights: ``(B, N)``, ``alpha`` (``(B, n, N)``)
@@ -67,10 +71,13 @@ class SpatialAttention(nn.Module):
     ) -> None:
         super().__init__()
         q_dim = c_dim if q_dim is None else q_dim
+        check_sizes(c_dim=c_dim, q_dim=q_dim, k_dim=k_dim)
         if score not in SPATIAL_SCORES:
-            raise ValueError(f"unknown score {score!r}; choose from: {', '.join(SPATIAL_SCORES)}")
+            raise FovealError(f"unknown score {score!r}; choose from: {', '.join(SPATIAL_SCORES)}")
+        if score == "cosine":
+            check_positive("temperature", temperature, "it divides the cosine score")
         if score in ("dot", "cosine") and q_dim != c_dim:
-            raise ValueError(
+            raise FovealError(
                 f"score={score!r} compares v_i with h_Q directly: needs q_dim == c_dim, got {q_dim} != {c_dim}"
             )
         self.c_dim, self.q_dim, self.score, self.temperature = c_dim, q_dim, score, temperature
@@ -83,13 +90,21 @@ class SpatialAttention(nn.Module):
     def forward(
         self, V: Tensor, h_Q: Tensor, mask: Tensor | None = None, keys: Tensor | None = None
     ) -> AttentionOutput:
+        tensors = {"V": V, "h_Q": h_Q, **({} if keys is None else {"keys": keys})}
+        check_module_dtype(self, **tensors)
         sizes = check_shape("V", V, ("B", "N", self.c_dim))
         single = h_Q.dim() == 2
+        if h_Q.dim() not in (2, 3):
+            raise FovealError(
+                f"h_Q: expected shape (B={sizes['B']}, {self.q_dim}) or (B={sizes['B']}, n, {self.q_dim}), "
+                f"got {tuple(h_Q.shape)}"
+            )
         check_shape("h_Q", h_Q, ("B", self.q_dim) if single else ("B", None, self.q_dim), sizes)
         if keys is not None:
             check_shape("keys", keys, ("B", "N", self.c_dim), sizes)
         if mask is not None:
             check_shape("mask", mask, ("B", "N"), sizes)
+            check_mask(mask, mask.shape)
             mask = mask.unsqueeze(1)
         score = self._additive_score if self.score in ("additive", "linear") else self.score
         query = h_Q.unsqueeze(1) if single else h_Q  # (B, n, d_q)

@@ -16,7 +16,9 @@ import torch
 from torch import Tensor, nn
 
 from foveal._checks import check_shape
+from foveal.attention._validate import check_module_dtype, check_sizes
 from foveal.attention.spatial import SpatialAttention
+from foveal.errors import FovealError
 from foveal.registry import ATTENTION
 
 
@@ -54,13 +56,18 @@ class StackedAttention(nn.Module):
 
     def __init__(self, dim: int, *, k_dim: int = 128, hops: int = 2, score: str = "additive") -> None:
         super().__init__()
-        if hops < 1:
-            raise ValueError(f"hops must be >= 1, got {hops}")
+        check_sizes(dim=dim, k_dim=k_dim, hops=hops)
         self.dim = dim
         self.hops = nn.ModuleList(SpatialAttention(dim, dim, k_dim, score=score) for _ in range(hops))
 
     def forward(self, V: Tensor, v_Q: Tensor, mask: Tensor | None = None, keys: Tensor | None = None) -> StackedOutput:
+        check_module_dtype(self, V=V, v_Q=v_Q)
         sizes = check_shape("V", V, ("B", "N", self.dim))
+        if v_Q.dim() not in (2, 3):
+            raise FovealError(
+                f"v_Q: expected shape (B={sizes['B']}, {self.dim}) or (B={sizes['B']}, n, {self.dim}), "
+                f"got {tuple(v_Q.shape)}"
+            )
         check_shape("v_Q", v_Q, ("B", self.dim) if v_Q.dim() == 2 else ("B", None, self.dim), sizes)
         query, maps = v_Q, []
         for hop in self.hops:
