@@ -39,6 +39,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from _roofline import count_flops, gemm_call, gemm_gflops, roofline
 from foveal.glimpse.gaussian import gaussian_read, gaussian_write
 from foveal.models.draw import DRAW, guard
 from foveal.runs import get_recipe
@@ -168,6 +169,12 @@ def main() -> None:
     print(f"DRAW training step, batch {args.batch}, 28x28, {sizes}, threads {args.threads}, torch {torch.__version__}")
     print(f"machine: {platform.processor() or platform.machine()}, best of {args.rounds} interleaved rounds\n")
     print(f"{'attention':>9} {'implementation':>14} {'CPU ms':>9} {'wall ms':>9} {'images/s':>9} {'vs foveal':>10}")
+    matmul = gemm_call(torch.Generator().manual_seed(1))
+
+    def gemm() -> float:
+        matmul()
+        return 0.0
+
     for attention in (True, False):
         torch.manual_seed(0)
         model = DRAW((28, 28), 1, **sizes, attention=attention)
@@ -184,12 +191,20 @@ def main() -> None:
         ref = losses["foveal"]
         for name, value in losses.items():  # same model, same noise: the same loss
             assert abs(value - ref) <= 1e-4 * abs(ref), (name, value, ref)
-        best = time_rounds({name: make_step(model, f, x) for name, f in forwards.items()}, args.rounds)
+        steps = {name: make_step(model, f, x) for name, f in forwards.items()}
+        best = time_rounds({**steps, "gemm": gemm}, args.rounds)
         for name in reversed(list(forwards)):
             cpu, wall = best[name]
             ratio, rate = cpu / best["foveal"][0], args.batch / cpu
             print(f"{attention!s:>9} {name:>14} {cpu * 1e3:9.1f} {wall * 1e3:9.1f} {rate:9.1f} {ratio:9.2f}x")
+        flops = count_flops(steps["foveal"])
+        peak = gemm_gflops(best["gemm"][0])
+        print(
+            f"{'':>9} {'roofline':>14} foveal: {flops / 1e9:.2f} GFLOP/step, {roofline(flops, best['foveal'][0], peak)}"
+        )
     print("\n'vs foveal' = that implementation's CPU time per step / foveal's (> 1: foveal is faster).")
+    print("roofline: matmul and convolution FLOPs of foveal's step by torch's counter, against a float32 512^3 GEMM")
+    print("timed in the same rounds (its CPU time); element-wise work is not counted.")
 
 
 if __name__ == "__main__":

@@ -31,8 +31,10 @@ from collections.abc import Callable
 
 import torch
 
+from _roofline import count_flops, gemm_call, gemm_gflops, roofline
 from foveal.glimpse import crop, gaussian_glimpse, stn_glimpse
-from foveal.glimpse.gaussian import SIGMA_MIN, _separable, gaussian_mask
+from foveal.glimpse.gaussian import SIGMA_MIN, gaussian_mask
+from foveal.glimpse.separable import separable
 
 BATCH = 64
 
@@ -103,9 +105,10 @@ def table_methods(sizes, glimpses, channels_list, min_reps, budget, generator) -
     modes = ["fwd", "fwd+bwd(params)", "fwd+bwd(params+image)"]
     print("\n## 1. Time per batch of 64 glimpses (ms) and ratio to stn (grid_sample)\n")
     header = "| mode | C | input | glimpse | " + " | ".join(f"{m} ms" for m in methods)
-    header += " | gaussian/stn | stn-ours/stn | crop/stn |"
+    header += " | gaussian/stn | stn-ours/stn | crop/stn | gaussian roofline |"
     print(header)
-    print("|" + "---|" * (4 + len(methods) + 3))
+    print("|" + "---|" * (4 + len(methods) + 4))
+    gemm = gemm_call(generator)
     results: dict[tuple[str, int, int, int], dict[str, float]] = {}
     for mode in modes:
         for channels in channels_list:
@@ -117,12 +120,17 @@ def table_methods(sizes, glimpses, channels_list, min_reps, budget, generator) -
                         m: make_call(m, images, params["stn" if m.startswith("stn") else m], glimpse, mode)
                         for m in methods
                     }
-                    t = best_times(calls, min_reps, budget)
+                    t = best_times({**calls, "gemm": gemm}, min_reps, budget)
                     results[mode, channels, size, glimpse] = t
                     ratios = [t["gaussian"] / t["stn"], t["stn-ours"] / t["stn"], t["crop"] / t["stn"]]
                     cells = " | ".join(fmt_ms(t[m]) for m in methods)
                     ratio_cells = " | ".join(f"{r:.2f}" for r in ratios)
-                    print(f"| {mode} | {channels} | {size} | {glimpse} | {cells} | {ratio_cells} |")
+                    line = roofline(count_flops(calls["gaussian"]), t["gaussian"], gemm_gflops(t["gemm"]))
+                    print(f"| {mode} | {channels} | {size} | {glimpse} | {cells} | {ratio_cells} | {line} |")
+    print(
+        "\nroofline: the matmul FLOPs of the Gaussian glimpse by torch's counter, against a float32 512^3 GEMM "
+        "timed in the same rounds"
+    )
 
     print_pivots(results, modes, channels_list, sizes, glimpses)
 
@@ -154,7 +162,7 @@ def table_einsum(cases, min_reps, budget, generator) -> None:
         Ay = gaussian_mask(uy, sy, dy, glimpse, size)
         Ax = gaussian_mask(ux, sx, dx, glimpse, size)
         calls = {
-            "folded": lambda images=images, Ay=Ay, Ax=Ax: _separable(images, Ay, Ax),
+            "folded": lambda images=images, Ay=Ay, Ax=Ax: separable(images, Ay, Ax),
             "einsum": lambda images=images, Ay=Ay, Ax=Ax: torch.einsum("bih,bchw,bjw->bcij", Ay, images, Ax),
         }
         t = best_times(calls, min_reps, budget)

@@ -22,12 +22,14 @@ from __future__ import annotations
 import argparse
 import copy
 import dataclasses
+import functools
 import time
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from _roofline import count_flops, gemm_call, gemm_gflops, roofline
 from foveal.data.ntm_tasks import Copy
 from foveal.memory import split_head_params
 from foveal.models.ntm import NTM, NTMOutput
@@ -116,7 +118,9 @@ def main() -> None:
         f"NTM training step (ntm-copy: forward, loss, backward, clip, Adam), copy length {args.length}, "
         f"paper sizes, {args.threads} thread(s)"
     )
-    print(f"{'batch':>5}  {'reference seq/s':>15}  {'foveal seq/s':>12}  {'ratio':>6}")
+    print(f"{'batch':>5}  {'reference seq/s':>15}  {'foveal seq/s':>12}  {'ratio':>6}  foveal's roofline")
+    gemm = gemm_call(torch.Generator().manual_seed(0))
+    peaks = []
     for batch_size in (1, 32):
         batch = Copy(config.width).sample(batch_size, torch.Generator().manual_seed(batch_size), length=args.length)
         with torch.no_grad():
@@ -124,6 +128,7 @@ def main() -> None:
                 model(batch.inputs).logits, reference_forward(model, batch.inputs), atol=1e-4, rtol=1e-4
             )
         best = dict.fromkeys(trainers, float("inf"))
+        best_gemm = float("inf")
         repeats = max(1, 32 // batch_size)  # about 32 sequences per timed round
         for _ in range(rounds):
             for name, trainer in trainers.items():
@@ -131,8 +136,18 @@ def main() -> None:
                 for _ in range(repeats):
                     trainer.step(batch)
                 best[name] = min(best[name], (time.perf_counter() - start) / (repeats * batch_size))
+            start = time.perf_counter()
+            gemm()
+            best_gemm = min(best_gemm, time.perf_counter() - start)
         ref, fov = 1 / best["reference"], 1 / best["foveal"]
-        print(f"{batch_size:>5}  {ref:>15.1f}  {fov:>12.1f}  {fov / ref:>5.2f}x")
+        flops = count_flops(functools.partial(trainers["foveal"].step, batch))
+        peaks.append(gemm_gflops(best_gemm))
+        line = roofline(flops, best["foveal"] * batch_size, peaks[-1])
+        print(f"{batch_size:>5}  {ref:>15.1f}  {fov:>12.1f}  {fov / ref:>5.2f}x  {flops / 1e6:.1f} MFLOP/step, {line}")
+    print(
+        "roofline: matmul FLOPs of one step by torch's counter, against a float32 512^3 GEMM timed in the same "
+        f"rounds ({', '.join(f'{p:.1f}' for p in peaks)} GFLOP/s)"
+    )
 
 
 if __name__ == "__main__":
