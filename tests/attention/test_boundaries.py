@@ -31,6 +31,8 @@ from torch.testing import assert_close
 
 import foveal  # noqa: F401  (importing the package registers every module)
 from foveal.attention import (
+    NON_LOCAL_SIMILARITIES,
+    NORMALIZERS,
     AddCoords,
     Additive,
     AlternatingCoAttention,
@@ -188,6 +190,7 @@ def attend_cases(draw) -> dict:
         dtype=draw(DTYPES),
         seed=draw(SEEDS),
         temperature=draw(st.sampled_from([1.0, 0.25, 4.0])),
+        normalize=draw(st.sampled_from(NORMALIZERS)),
     )
     return case
 
@@ -219,7 +222,13 @@ def test_attend_poisoned_padding_is_inert(case, poison, target, path):
     score = _score(case["score"], case["d"], case["seed"], case["dtype"])
     module = score if isinstance(score, nn.Module) else None
     fused, need_weights = [(False, True), (True, False), (None, False)][path]
-    run = dict(score=score, temperature=case["temperature"], fused=fused, need_weights=need_weights)
+    run = dict(
+        score=score,
+        temperature=case["temperature"],
+        fused=fused,
+        need_weights=need_weights,
+        normalize=case["normalize"],
+    )
 
     def call(query, key, value, mask):
         return attend(query, key, value, mask=mask, **run)
@@ -231,7 +240,7 @@ def test_attend_poisoned_padding_is_inert(case, poison, target, path):
     clean = _run(call, tensors, tuple, module)
     assert_poison_inert(clean, _run(call, dirty, tuple, module), **_tolerance(case["dtype"]))
     # ...and whichever path ran, it agrees with the plain one.
-    plain = attend(**tensors, score=score, temperature=case["temperature"], fused=False).output
+    plain = attend(**tensors, **{**run, "fused": False}).output
     assert_close(clean[0][0], plain.detach(), **_tolerance(case["dtype"]))
     for name in ("key", "value"):  # the poisoned positions get exactly zero gradient
         grad = clean[1][name]
@@ -245,10 +254,11 @@ def test_attend_empty_sets_are_defined(case, fused):
     tensors, _ = _attend_tensors(case)
     query, key, value = tensors["query"], tensors["key"][..., :0, :], tensors["value"][..., :0, :]
     score = _score(case["score"], case["d"], case["seed"], case["dtype"])
-    out, weights = attend(query, key, value, score=score, fused=fused, need_weights=not fused)
+    run = dict(score=score, fused=fused, need_weights=not fused, normalize=case["normalize"])
+    out, weights = attend(query, key, value, **run)
     assert out.shape == (*query.shape[:-1], value.shape[-1]) and (out == 0).all()
     assert weights is None or weights.shape == (*query.shape[:-1], 0)
-    empty = attend(query[..., :0, :], tensors["key"], tensors["value"], score=score).output
+    empty = attend(query[..., :0, :], tensors["key"], tensors["value"], **run).output
     assert empty.shape == (*query.shape[:-2], 0, value.shape[-1])
 
 
@@ -271,6 +281,7 @@ def _corrupt_attend(case: dict, corruption: str, tensors: dict) -> tuple[dict, t
         "mask rows": (dict(mask=rows), ("mask",)),
         "mask not a tensor": (dict(mask=[[True]]), ("mask",)),
         "unknown score": (dict(score="gaussian"), ("score",)),
+        "unknown normalize": (dict(normalize="mean"), ("normalize",)),
         "zero temperature": (dict(score="cosine", temperature=0.0), ("temperature",)),
         "negative temperature": (dict(score="cosine", temperature=-1.0), ("temperature",)),
         "nan temperature": (dict(score="cosine", temperature=math.nan), ("temperature",)),
@@ -302,6 +313,7 @@ ATTEND_CORRUPTIONS = [
     "mask rows",
     "mask not a tensor",
     "unknown score",
+    "unknown normalize",
     "zero temperature",
     "negative temperature",
     "nan temperature",
@@ -470,6 +482,11 @@ BAD_OPTIONS: list[tuple[str, dict, str]] = [
     ("SpatialAttention", dict(score="cosine", temperature=0.0), "temperature"),
     ("SpatialAttention", dict(score="cosine", temperature=-1.0), "temperature"),
     ("SpatialAttention", dict(score="bilinear"), "score"),
+    ("SpatialAttention", dict(score="linear"), "question"),
+    ("NonLocalBlock", dict(f="softmax"), "f"),
+    ("NonLocalBlock", dict(f="concatenation", score="dot"), "score"),
+    ("Attention", dict(normalize="sum"), "normalize"),
+    ("Attention", dict(embed=False, qk_dim=4), "qk_dim"),
     ("SpatialAttention", dict(q_dim=4, score="dot"), "q_dim"),
     ("CrossLayerAttention", dict(layer_dims=()), "layer_dims"),
     ("CrossLayerAttention", dict(layer_dims=(8, 0)), "layer_dims"),
@@ -515,9 +532,11 @@ def test_attention_module_poisoned_padding_is_inert(case, poison, fused, value_i
     g = torch.Generator().manual_seed(case["seed"])
     B, n, m, dtype = case["B"], case["n"], case["m"], case["dtype"]
     score = _score(case["score"], d // heads, 1, dtype)
-    module = _randomised(
-        Attention(d, key_dim=3, value_dim=3 if value_is_key else 5, out_dim=4, heads=heads, score=score), 2, dtype
+    value_dim = 3 if value_is_key else 5
+    module = Attention(
+        d, key_dim=3, value_dim=value_dim, out_dim=4, heads=heads, score=score, normalize=case["normalize"]
     )
+    module = _randomised(module, 2, dtype)
     tensors = {"query": _randn(g, B, n, d, dtype=dtype), "key": _randn(g, B, m, 3, dtype=dtype)}
     if not value_is_key:
         tensors["value"] = _randn(g, B, m, 5, dtype=dtype)
@@ -585,7 +604,7 @@ def _region_tensors(case: dict, C: int) -> tuple[dict[str, Tensor], Tensor, dict
 
 
 @SOME
-@given(case=region_cases(), score=st.sampled_from(["additive", "linear", "dot", "cosine"]))
+@given(case=region_cases(), score=st.sampled_from(["additive", "multiplicative", "dot", "cosine"]))
 def test_spatial_attention_poisoned_regions_are_inert(case, score):
     CASES["SpatialAttention (poisoned regions)"] += 1
     module = _randomised(SpatialAttention(5, 5, 4, score=score), 0, case["dtype"])
@@ -618,7 +637,7 @@ def test_stacked_attention_poisoned_regions_are_inert(case, score, hops):
 
 
 @MANY
-@given(case=region_cases(), score=st.sampled_from(["additive", "linear", "dot", "cosine"]))
+@given(case=region_cases(), score=st.sampled_from(["additive", "multiplicative", "dot", "cosine"]))
 def test_spatial_attention_empty_and_fully_masked(case, score):
     CASES["SpatialAttention (empty sets)"] += 1
     module = SpatialAttention(5, 5, 4, score=score).to(case["dtype"])
@@ -790,11 +809,16 @@ def test_channel_and_cross_layer_empty_sets_are_defined(B, empty, dtype, seed):
 
 
 @MANY
-@given(B=st.integers(1, 3), spatial=st.lists(st.integers(0, 3), min_size=1, max_size=3), dtype=DTYPES)
-def test_maps_and_sequences_with_no_positions(B, spatial, dtype):
+@given(
+    B=st.integers(1, 3),
+    spatial=st.lists(st.integers(0, 3), min_size=1, max_size=3),
+    dtype=DTYPES,
+    f=st.sampled_from(NON_LOCAL_SIMILARITIES),
+)
+def test_maps_and_sequences_with_no_positions(B, spatial, dtype, f):
     CASES["NonLocalBlock/MapAttention/GridBiLSTM (empty maps)"] += 1
     x = torch.randn(B, 4, *spatial, dtype=dtype)
-    block = _randomised(NonLocalBlock(4), 0, dtype)
+    block = _randomised(NonLocalBlock(4, f=f), 0, dtype)
     out, _ = block(x)
     assert out.shape == x.shape and torch.isfinite(out).all()
     attn = MapAttention(4).to(dtype)

@@ -12,6 +12,7 @@ from torch.testing import assert_close
 
 import foveal.attention.core as core
 from foveal import Additive, attend, fused_attention, masked_softmax, score_logits, set_fused_attention
+from foveal.attention import Concatenation
 
 from ._refs import SCORE_NAMES, eq1, eq2, make_score
 
@@ -284,3 +285,103 @@ def test_fused_path_avoids_the_math_kernel(shape, masked):
     kernels = _sdpa_kernels(lambda: attend(q, q, q, mask=mask, need_weights=False, fused=True))
     assert kernels and "aten::_scaled_dot_product_attention_math" not in kernels
     assert_close(attend(q, q, q, mask=mask, need_weights=False, fused=True).output, attend(q, q, q, mask=mask).output)
+
+
+# --- the normaliser: seed 001's general form, o_j = (1/C_j) sum_i f(q_j, k_i) v_i ------------------
+
+
+def eq1_count(query, key, value, pair_score, mask=None):
+    """Seed 001 eq. (1) with ``f = score`` (no exponential) and ``C_j = N_j``, the number of keys ``j`` may attend.
+
+    The non-local paper's dot-product and concatenation forms. A query with no key left has
+    ``C = 0`` and, by our rule, ``o_j = 0``.
+    """
+    B, n, m = query.shape[0], query.shape[1], key.shape[1]
+    out = torch.zeros(B, n, value.shape[-1], dtype=value.dtype)
+    for b in range(B):
+        for j in range(n):
+            attendable = [i for i in range(m) if mask is None or mask[b, j, i]]
+            total = torch.zeros(value.shape[-1], dtype=value.dtype)
+            for i in attendable:
+                total = total + pair_score(query[b, j], key[b, i]) * value[b, i]
+            out[b, j] = total / len(attendable) if attendable else total
+    return out
+
+
+def _concatenation(d: int, e: int, generator: torch.Generator):
+    module = Concatenation(d, e).double()
+    with torch.no_grad():
+        module.w.weight.copy_(torch.randn(module.w.weight.shape, generator=generator, dtype=torch.float64))
+    w = module.w.weight[0]
+    # Wang et al. eq. (4): f = ReLU(w_f^T [theta(x_i), phi(x_j)]), the concatenation written out
+    return module, lambda q, k: torch.relu(w @ torch.cat([q, k]))
+
+
+@pytest.mark.parametrize("name", (*SCORE_NAMES, "concatenation"))
+@pytest.mark.parametrize("masked", [False, True])
+def test_count_normaliser_matches_eq1(name, masked):
+    q, k, v, g = _inputs(e=_key_dim(name))
+    if name == "concatenation":
+        score, pair = _concatenation(5, _key_dim(name), g)
+    else:
+        score, pair = make_score(name, 5, _key_dim(name), g)
+    mask = None
+    if masked:
+        mask = torch.rand(2, 3, 4, generator=g) > 0.4
+        mask[0, 1] = False  # one query with nothing to attend: zeros
+    out, w = attend(q, k, v, score=score, mask=mask, normalize="count")
+    assert_close(out, eq1_count(q, k, v, pair, mask))
+    eye = torch.eye(4, dtype=torch.float64).expand(2, 4, 4)
+    assert_close(w, eq1_count(q, k, eye, pair, mask))  # the weights are f / C
+    if masked:
+        assert (out[0, 1] == 0).all() and (w[0, 1] == 0).all() and (w[~mask] == 0).all()
+
+
+def test_count_normaliser_hand_computed():
+    # f = q . k, C = number of keys: (1*1 + 1*(-2) + 1*3) / 3 over values (1, 1, 1) -> 2/3
+    q = torch.tensor([[[1.0]]])
+    k = torch.tensor([[[1.0], [-2.0], [3.0]]])
+    v = torch.ones(1, 3, 1)
+    out, w = attend(q, k, v, score="dot", normalize="count")
+    assert_close(w, torch.tensor([[[1.0, -2.0, 3.0]]]) / 3)
+    assert_close(out, torch.tensor([[[2.0 / 3.0]]]))
+    # with the middle key masked, C = 2
+    out = attend(q, k, v, score="dot", normalize="count", mask=torch.tensor([True, False, True])).output
+    assert_close(out, torch.tensor([[[2.0]]]))
+
+
+@pytest.mark.parametrize("name", ("dot", "scaled_dot", "cosine", "bilinear", "concatenation"))
+def test_count_normaliser_gradcheck(name):
+    q, k, v, g = _inputs(B=1, n=2, m=3, d=3, e=3, p=2)
+    score = _concatenation(3, 3, g)[0] if name == "concatenation" else make_score(name, 3, 3, g)[0]
+    mask = torch.tensor([[[True, False, True], [False, False, False]]])
+    for t in (q, k, v):
+        t.requires_grad_(True)
+    for m in (None, mask):
+        assert torch.autograd.gradcheck(
+            lambda q, k, v, m=m: attend(q, k, v, score=score, mask=m, normalize="count").output, (q, k, v)
+        )
+
+
+def test_count_normaliser_never_takes_the_fused_path(monkeypatch):
+    calls = []
+    real = core.F.scaled_dot_product_attention
+    monkeypatch.setattr(core.F, "scaled_dot_product_attention", lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    q, k, v, _ = _inputs()
+    expected = eq1_count(q, k, v, lambda a, b: a @ b)
+    for fused in (None, True):
+        out = attend(q, k, v, score="dot", normalize="count", need_weights=False, fused=fused).output
+        assert_close(out, expected)
+    assert calls == []
+    attend(q, k, v, score="dot", need_weights=False, fused=True)  # the softmax still does
+    assert calls == [1]
+
+
+def test_softmax_is_the_default_normaliser():
+    q, k, v, _ = _inputs()
+    for score in BUILTIN:
+        assert torch.equal(
+            attend(q, k, v, score=score).output, attend(q, k, v, score=score, normalize="softmax").output
+        )
+    with pytest.raises(ValueError, match=r"unknown normalize 'sum'; choose from: softmax, count"):
+        attend(q, k, v, normalize="sum")

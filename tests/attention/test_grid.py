@@ -111,3 +111,90 @@ def test_non_local_block_equation():
 def test_non_local_errors():
     with pytest.raises(ValueError, match=r"x: expected shape \(B, 8, \*S\) with 1 to 3 spatial dims, got \(2, 7, 3\)"):
         NonLocalBlock(8)(torch.zeros(2, 7, 3))
+
+
+# --- the non-local paper's four similarities ---------------------------------------------------------
+
+
+def _non_local(f: str, seed: int = 0) -> NonLocalBlock:
+    torch.manual_seed(seed)
+    block = NonLocalBlock(6, inner=4, f=f).double()
+    with torch.no_grad():
+        for p in block.parameters():  # W_z too, so the block is not the identity
+            p.normal_(0.0, 0.5)
+    return block
+
+
+def non_local_reference(block: NonLocalBlock, x: torch.Tensor) -> torch.Tensor:
+    """Wang et al. (2018) eqs. (1)-(4) and (6), position by position, in float64.
+
+    ``y_i = (1 / C(x)) sum_j f(x_i, x_j) g(x_j)``, ``z_i = W_z y_i + x_i``, with
+    gaussian ``f = exp(x_i^T x_j)`` and embedded Gaussian ``f = exp(theta(x_i)^T phi(x_j))``
+    (``C = sum_j f``), dot product ``f = theta(x_i)^T phi(x_j)`` and concatenation
+    ``f = ReLU(w_f^T [theta(x_i), phi(x_j)])`` (``C = N``).
+    """
+    attention = block.attention.attention
+    rows = flatten_grid(x)
+    N = rows.shape[1]
+    W_g, W_z, b_z = attention.W_v.weight, block.W_z.weight[:, :, 0], block.W_z.bias
+    z = torch.empty_like(rows)
+    for b in range(rows.shape[0]):
+        for i in range(N):
+            fs = []
+            for j in range(N):
+                x_i, x_j = rows[b, i], rows[b, j]
+                if block.f == "gaussian":
+                    fs.append(torch.exp(x_i @ x_j))
+                    continue
+                theta, phi = attention.W_q.weight @ x_i, attention.W_k.weight @ x_j
+                if block.f == "embedded_gaussian":
+                    fs.append(torch.exp(theta @ phi))
+                elif block.f == "dot":
+                    fs.append(theta @ phi)
+                else:
+                    fs.append(torch.relu(attention.score.w.weight[0] @ torch.cat([theta, phi])))
+            C = sum(fs) if "gaussian" in block.f else N
+            y = sum(f_j * (W_g @ rows[b, j]) for j, f_j in enumerate(fs)) / C
+            z[b, i] = W_z @ y + b_z + rows[b, i]
+    return unflatten_grid(z, x.shape[2:])
+
+
+@pytest.mark.parametrize("f", ["gaussian", "embedded_gaussian", "dot", "concatenation"])
+def test_non_local_similarities_match_the_paper(f):
+    block = _non_local(f)
+    x = torch.randn(2, 6, 3, 2, dtype=torch.float64) * 0.5
+    out, weights = block(x)
+    assert_close(out, non_local_reference(block, x))
+    if "gaussian" in f:
+        assert_close(weights.sum(-1), torch.ones(2, 1, 6, dtype=torch.float64))
+    # ...and each starts as the identity, like the default
+    assert torch.equal(NonLocalBlock(6, f=f)(x.float()).output, x.float())
+
+
+@pytest.mark.parametrize("f", ["gaussian", "embedded_gaussian", "dot", "concatenation"])
+def test_non_local_similarities_gradcheck(f):
+    block = _non_local(f)
+    x = (torch.randn(1, 6, 2, 2, dtype=torch.float64) * 0.5).requires_grad_(True)
+    assert torch.autograd.gradcheck(lambda x: block(x).output, (x,))
+
+
+def test_non_local_default_is_the_embedded_gaussian():
+    x = torch.randn(2, 8, 3, 3)
+    default, named = NonLocalBlock(8, heads=2), NonLocalBlock(8, heads=2, f="embedded_gaussian")
+    assert default.state_dict().keys() == named.state_dict().keys()
+    named.load_state_dict(default.state_dict())
+    with torch.no_grad():
+        default.W_z.weight.normal_()
+        named.W_z.weight.copy_(default.W_z.weight)
+    assert torch.equal(default(x).output, named(x).output)
+    gaussian = NonLocalBlock(8, heads=2, f="gaussian")  # no theta, phi: only g and W_z learn
+    assert {name.split(".")[-2] for name, _ in gaussian.named_parameters()} == {"W_v", "W_z"}
+
+
+def test_non_local_option_errors():
+    with pytest.raises(ValueError, match=r"unknown f 'softmax'; choose from: gaussian, embedded_gaussian"):
+        NonLocalBlock(8, f="softmax")
+    with pytest.raises(ValueError, match=r"score: f='concatenation' has its own score"):
+        NonLocalBlock(8, f="concatenation", score="cosine")
+    with pytest.raises(ValueError, match=r"qk_dim=6 is not divisible by heads=4"):
+        NonLocalBlock(6, inner=4, heads=4, f="gaussian")  # the raw channels are split among the heads

@@ -134,3 +134,39 @@ def test_errors(build, call, message):
         args = dict(query=torch.zeros(2, 4, 6), key=torch.zeros(2, 5, 6), value=torch.zeros(2, 5, 6))
         args.update(call or {})
         module(**args)
+
+
+@pytest.mark.parametrize("heads", [1, 2])
+def test_count_normaliser_per_head(heads):
+    # seed 001 eq. (1) with f = theta(q)^T phi(k) and C = N (the non-local paper's dot product), per head
+    module = _module(key_dim=5, value_dim=7, out_dim=6, heads=heads, score="dot", normalize="count")
+    q, k, v = _inputs(key_dim=5, value_dim=7)
+    mask = torch.rand(2, 4, 5, generator=torch.Generator().manual_seed(3)) < 0.6
+    out = module(q, k, v, mask).output
+    s = 6 // heads
+    for b in range(2):
+        for j in range(4):
+            attendable = [i for i in range(5) if mask[b, j, i]]
+            for h in range(heads):
+                rows = slice(h * s, (h + 1) * s)
+                theta = module.W_q.weight[rows] @ q[b, j]
+                total = torch.zeros(s, dtype=torch.float64)
+                for i in attendable:
+                    total = total + (theta @ (module.W_k.weight[rows] @ k[b, i])) * (module.W_v.weight[rows] @ v[b, i])
+                assert_close(out[b, j, rows], total / len(attendable) if attendable else total)
+
+
+def test_without_embedding_queries_and_keys_are_compared_as_given():
+    module = _module(heads=2, score="dot", embed=False)
+    assert [name for name, _ in module.named_parameters()] == ["W_v.weight"]
+    q, k, v = _inputs()
+    w = module(q, k, v).weights
+    # the non-local paper's Gaussian f = exp(q^T k), per head on the raw halves of the vectors
+    logits = torch.stack([q[..., :3] @ k[..., :3].mT, q[..., 3:] @ k[..., 3:].mT], 1)
+    assert_close(w, logits.softmax(-1))
+    with pytest.raises(ValueError, match=r"qk_dim: without theta and phi \(embed=False\) it is dim=6, got 4"):
+        Attention(6, qk_dim=4, embed=False)
+    with pytest.raises(ValueError, match=r"key_dim: score='dot' compares queries and keys as given"):
+        Attention(6, key_dim=5, score="dot", embed=False)
+    with pytest.raises(ValueError, match=r"unknown normalize 'mean'"):
+        Attention(6, normalize="mean")

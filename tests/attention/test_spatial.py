@@ -56,22 +56,35 @@ def test_seed_sizes_and_registry():
     assert v_hat.shape == (32, 512) and alpha.shape == (32, 49)
 
 
-def test_linear_is_seed_002_parametric_form():
-    attn = SpatialAttention(10, 6, 8, score="linear").double()
+def test_seed_002_parametric_form_without_tanh_cannot_see_the_question():
+    # seed 002: h_att = W^I v_I (+) (W^Q v_Q + b^Q); p_att = softmax(W^h h_att + b^h); columns are regions.
+    # W^h (W^Q v_Q + b^Q) is one number for all regions, so the softmax cancels it: two questions, one map.
+    torch.manual_seed(0)
+    W_I, W_Q, b_Q, W_h, b_h = torch.randn(8, 10), torch.randn(8, 6), torch.randn(8), torch.randn(1, 8), torch.randn(1)
+    v_I = torch.randn(10, 7)
+
+    def p_att(v_Q):
+        h_att = W_I @ v_I + (W_Q @ v_Q + b_Q)[:, None]
+        return torch.softmax(W_h @ h_att + b_h, dim=-1)[0]
+
+    assert (p_att(torch.randn(6)) - p_att(10 * torch.randn(6))).abs().max() < 1e-6
+    with pytest.raises(ValueError, match=r"score='linear' cannot depend on the question.*use 'multiplicative'"):
+        SpatialAttention(10, 6, 8, score="linear")
+
+
+def test_multiplicative_matches_its_equation_and_the_question_steers_it():
+    attn = SpatialAttention(10, 6, 8, score="multiplicative").double()
     V, v_Q = _inputs(dtype=torch.float64)
-    # seed 002: h_att = W^I v_I (+) (W^Q v_Q + b^Q); p_att = softmax(W^h h_att + b^h); columns are regions
     for b in range(V.shape[0]):
-        v_I = V[b].T  # d x M
-        h_att = attn.W_v.weight @ v_I + (attn.W_q.weight @ v_Q[b] + attn.W_q.bias)[:, None]
-        p_att = torch.softmax(attn.w_a.weight @ h_att + attn.w_a.bias, dim=-1)[0]
-        v_filt = (p_att[None, :] * v_I).sum(1)
+        # e_i = w_a^T ((W_v v_i) * (W_q v_Q + b_z)) + b_a, alpha = softmax(e), v_hat = sum_i alpha_i v_i
+        u = attn.W_q.weight @ v_Q[b] + attn.W_q.bias
+        e = torch.stack([attn.w_a.weight[0] @ ((attn.W_v.weight @ v) * u) + attn.w_a.bias[0] for v in V[b]])
+        alpha = torch.softmax(e, dim=0)
         out = attn(V[b : b + 1], v_Q[b : b + 1])
-        assert_close(out.weights[0], p_att)
-        assert_close(out.output[0], v_filt)
-    # without the tanh it is a different function from the additive form with the same weights
-    additive = SpatialAttention(10, 6, 8).double()
-    additive.load_state_dict(attn.state_dict())
-    assert not torch.allclose(additive(V, v_Q).weights, attn(V, v_Q).weights)
+        assert_close(out.weights[0], alpha)
+        assert_close(out.output[0], alpha @ V[b])
+    other = torch.randn_like(v_Q)
+    assert (attn(V, v_Q).weights - attn(V, other).weights).abs().max() > 1e-2
 
 
 @pytest.mark.parametrize("score", ["dot", "cosine"])
@@ -105,7 +118,7 @@ def test_mask_removes_regions_and_all_masked_gives_zeros():
     assert_close(alpha.sum(-1), torch.tensor([1.0, 1.0, 0.0]))
 
 
-@pytest.mark.parametrize("score", ["additive", "linear", "dot", "cosine"])
+@pytest.mark.parametrize("score", ["additive", "multiplicative", "dot", "cosine"])
 def test_gradcheck(score):
     attn = SpatialAttention(4, 4, 3, score=score).double()
     V, h_Q = (t.requires_grad_(True) for t in _inputs(B=2, N=3, C=4, d_q=4, dtype=torch.float64))
@@ -127,7 +140,7 @@ def test_errors():
         SpatialAttention(10, score="bilinear")
 
 
-@pytest.mark.parametrize("score", ["additive", "linear", "dot", "cosine"])
+@pytest.mark.parametrize("score", ["additive", "multiplicative", "dot", "cosine"])
 def test_keys_are_scored_and_values_averaged(score):
     # seed 001: o = sum_i softmax_i(f(q, k_i)) v_i with keys k_i other than the values v_i
     attn = SpatialAttention(10, 10, 8, score=score).double()
@@ -141,7 +154,7 @@ def test_keys_are_scored_and_values_averaged(score):
         attn(V, h_Q, keys=keys[:, :-1])
 
 
-@pytest.mark.parametrize("score", ["additive", "dot"])
+@pytest.mark.parametrize("score", ["additive", "multiplicative", "dot"])
 def test_several_questions_per_image_equal_one_at_a_time(score):
     attn = SpatialAttention(10, 10, 8, score=score)
     V, _ = _inputs()

@@ -49,7 +49,7 @@ def test_mask_applies_to_every_hop():
     assert not torch.allclose(san(V, v_Q).output, phi)
 
 
-@pytest.mark.parametrize("score", ["linear", "dot", "cosine"])
+@pytest.mark.parametrize("score", ["multiplicative", "dot", "cosine"])
 def test_other_scores(score):
     phi, maps = StackedAttention(8, hops=2, score=score)(*_inputs())
     assert phi.shape == (3, 8) and torch.isfinite(phi).all()

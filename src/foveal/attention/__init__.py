@@ -10,9 +10,11 @@ from foveal.attention.coattention import (
 from foveal.attention.context import ContextOutput, GridBiLSTM, ResidualSelfAttention
 from foveal.attention.coords import AddCoords, add_coords, box_weights, grid_coords
 from foveal.attention.core import (
+    NORMALIZERS,
     Additive,
     AttentionOutput,
     Bilinear,
+    Concatenation,
     attend,
     fused_attention,
     fused_attention_enabled,
@@ -22,12 +24,21 @@ from foveal.attention.core import (
 )
 from foveal.attention.fusion import FusionOutput, TransformerFusion
 from foveal.attention.gate import GateOutput, gate
-from foveal.attention.grid import MapAttention, MapAttentionOutput, NonLocalBlock, flatten_grid, unflatten_grid
+from foveal.attention.grid import (
+    NON_LOCAL_SIMILARITIES,
+    MapAttention,
+    MapAttentionOutput,
+    NonLocalBlock,
+    flatten_grid,
+    unflatten_grid,
+)
 from foveal.attention.multihead import Attention
 from foveal.attention.spatial import SpatialAttention
 from foveal.attention.stacked import StackedAttention, StackedOutput
 
 __all__ = [
+    "NON_LOCAL_SIMILARITIES",
+    "NORMALIZERS",
     "AddCoords",
     "Additive",
     "AlternatingCoAttention",
@@ -37,6 +48,7 @@ __all__ = [
     "ChannelAttention",
     "ChannelAttentionOutput",
     "CoAttentionOutput",
+    "Concatenation",
     "ContextOutput",
     "CrossLayerAttention",
     "CrossLayerOutput",

@@ -5,7 +5,20 @@ Seed 001 writes vectors as columns: ``Q`` is ``d x n`` and the softmax normalise
 so the same matrix is our ``(n, m)`` logits and its column softmax is our softmax over the last
 axis. Output row ``j`` is seed 001's eq. (1)::
 
-    o_j = (1 / C_j) sum_i f(q_j, k_i) g(v_i),   C_j = sum_i f(q_j, k_i),   f = exp(score)
+    o_j = (1 / C_j) sum_i f(q_j, k_i) g(v_i)
+
+with one of two normalisers (``normalize=``), as in the non-local networks paper (Wang et al. 2018)::
+
+    "softmax":  f = exp(score),  C_j = sum_i f(q_j, k_i)       (the weights are a softmax of the scores)
+    "count":    f = score,       C_j = N_j, the number of keys query j may attend
+
+The paper's four similarities are a score and a normaliser each; theta and phi are the learned
+projections of :class:`foveal.attention.Attention` (``W_q``, ``W_k``)::
+
+    Gaussian            f = exp(q^T k)                   score="dot" on the raw vectors, "softmax"
+    embedded Gaussian   f = exp(theta(q)^T phi(k))       score="dot", "softmax" (seed 001's choice)
+    dot product         f = theta(q)^T phi(k)            score="dot", "count"
+    concatenation       f = ReLU(w^T [theta(q), phi(k)])  score=Concatenation(...), "count"
 
 Masks are bool with ``True`` = "may be attended" (the ``F.scaled_dot_product_attention``
 convention). A query row whose keys are all masked gets zero weights and a zero output, never NaN;
@@ -37,6 +50,7 @@ from foveal.errors import FovealError
 
 ScoreFn = Callable[[Tensor, Tensor], Tensor]
 BUILTIN_SCORES = ("dot", "scaled_dot", "cosine")
+NORMALIZERS = ("softmax", "count")
 
 _fused_enabled = True
 
@@ -92,11 +106,13 @@ def _logits(query: Tensor, key: Tensor, score: str | ScoreFn, temperature: float
     return _unit(query) @ _unit(key).transpose(-2, -1) / temperature
 
 
-def _check_score(score: object, temperature: object) -> None:
+def _check_score(score: object, temperature: object, normalize: object = "softmax") -> None:
     if not callable(score) and score not in BUILTIN_SCORES:
         raise FovealError(f"unknown score {score!r}; choose from: {', '.join(BUILTIN_SCORES)} or a callable")
     if score == "cosine":
         check_positive("temperature", temperature, "it divides the cosine score")
+    if normalize not in NORMALIZERS:
+        raise FovealError(f"unknown normalize {normalize!r}; choose from: {', '.join(NORMALIZERS)}")
 
 
 def _check_operands(query: Tensor, key: Tensor, value: Tensor | None, score: str | ScoreFn) -> torch.Size:
@@ -152,23 +168,28 @@ def attend(
     need_weights: bool = True,
     temperature: float = 1.0,
     fused: bool | None = None,
+    normalize: str = "softmax",
 ) -> AttentionOutput:
-    """Seed 001's attention operator: each query takes a softmax-weighted sum of the values.
+    """Seed 001's attention operator ``o_j = (1/C_j) sum_i f(q_j, k_i) v_i``: a weighted sum of the values.
 
     Args:
         query: the vectors that ask, ``q_j``.
         key: the vectors they are compared with, ``k_i``.
         value: the vectors that are summed, ``v_i`` (already transformed by ``g``, if any).
         score: ``"dot"``, ``"scaled_dot"``, ``"cosine"``, or a callable/module
-            ``(query, key) -> logits (..., n, m)`` such as :class:`Additive` or :class:`Bilinear`.
+            ``(query, key) -> logits (..., n, m)`` such as :class:`Additive`, :class:`Bilinear` or
+            :class:`Concatenation`.
         mask: bool, True where query ``j`` may attend to key ``i``. A key that no query may
             attend (padding) is replaced by zeros, with its value, before the score and the sum,
             so a NaN or Inf there reaches neither the output nor any gradient.
         need_weights: return the weights; False allows the fused kernel.
         temperature: divides the cosine score (ignored by the other scores); must be > 0.
         fused: force the fused path on (True) or off (False); None follows
-            :func:`set_fused_attention`. The fused path needs ``need_weights=False`` and a
-            built-in score; otherwise the plain path runs.
+            :func:`set_fused_attention`. The fused path needs ``need_weights=False``, a
+            built-in score and the softmax; otherwise the plain path runs.
+        normalize: ``"softmax"`` (``f = exp(score)``, ``C_j = sum_i f``: weights sum to 1) or
+            ``"count"`` (``f = score``, ``C_j`` = the number of keys query ``j`` may attend: the
+            non-local paper's dot-product and concatenation forms; weights may be negative).
 
     Shape:
         - query: ``(..., n, d)``
@@ -180,7 +201,7 @@ def attend(
 
     Query, key and value share one floating dtype; a wrong shape, a leading dim that does not
     broadcast, or a mixed dtype raises ``ValueError``. An empty set of keys (``m = 0``) is a set with
-    nothing to attend: zero output.
+    nothing to attend: zero output. So is a fully masked row, under either normaliser.
 
     Example:
         >>> q, k, v = torch.randn(2, 3, 8), torch.randn(2, 5, 8), torch.randn(2, 5, 4)
@@ -189,8 +210,11 @@ def attend(
         (torch.Size([2, 3, 4]), torch.Size([2, 3, 5]))
         >>> torch.allclose(w.sum(-1), torch.ones(2, 3))
         True
+        >>> out, w = attend(q, k, v, score="dot", normalize="count")  # f = q . k, C = m = 5
+        >>> torch.allclose(w, q @ k.mT / 5)
+        True
     """
-    _check_score(score, temperature)
+    _check_score(score, temperature, normalize)
     lead = _check_operands(query, key, value, score)
     if mask is not None:
         check_mask(mask, (*lead, query.shape[-2], key.shape[-2]))
@@ -198,11 +222,24 @@ def attend(
     use_fused = _fused_enabled if fused is None else fused
     # SDPA cannot fold an empty tensor into its (batch, heads, n, d) layout; the plain path can.
     nonempty = min(query.numel(), key.numel(), value.numel()) > 0
-    if use_fused and not need_weights and not callable(score) and nonempty:
+    if use_fused and not need_weights and not callable(score) and normalize == "softmax" and nonempty:
         return AttentionOutput(_fused(query, key, value, score, mask, temperature), None)
     logits = _logits(query, key, score, temperature)
-    weights = logits.softmax(dim=-1) if mask is None else _masked_softmax(logits, mask)
+    if normalize == "count":
+        weights = _count_normalized(logits, mask)
+    else:
+        weights = logits.softmax(dim=-1) if mask is None else _masked_softmax(logits, mask)
     return AttentionOutput(weights @ value, weights if need_weights else None)
+
+
+def _count_normalized(f: Tensor, mask: Tensor | None) -> Tensor:
+    """``f / C_j`` with ``C_j`` the number of keys row ``j`` may attend; zero where masked or nothing is left."""
+    if mask is None:
+        return f / max(f.shape[-1], 1)
+    mask = mask.expand(f.shape)
+    count = mask.sum(dim=-1, keepdim=True).clamp_min(1)
+    # where, not a product: a masked score may be inf (an unbounded dot product), and 0 * inf = NaN.
+    return torch.where(mask, f, 0) / count
 
 
 def _drop_unreachable(key: Tensor, value: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
@@ -306,6 +343,41 @@ class Bilinear(nn.Module):
     def forward(self, query: Tensor, key: Tensor) -> Tensor:
         _check_pair(self, query, key, self.weight.shape[0], self.weight.shape[1])
         return (query @ self.weight) @ key.transpose(-2, -1)
+
+
+class Concatenation(nn.Module):
+    """The non-local paper's concatenation score ``ReLU(w^T [q_j, k_i])`` (Wang et al. 2018, eq. 4).
+
+    ``w^T [q, k] = w_q^T q + w_k^T k`` splits into a query term and a key term, so the ``(n, m, d_q + d_k)``
+    concatenations are never built. Pair it with ``normalize="count"``, as the paper does: under a
+    softmax the query term would cancel wherever the ReLU is not zero.
+
+    Args:
+        query_dim: size of the query vectors (``theta(x)`` in the paper).
+        key_dim: size of the key vectors (``phi(x)``).
+
+    Shape:
+        - query: ``(..., n, query_dim)``, key: ``(..., m, key_dim)``
+        - output: ``(..., n, m)``, non-negative
+
+    Example:
+        >>> score = Concatenation(16, 8)
+        >>> out, w = attend(torch.randn(2, 3, 16), torch.randn(2, 5, 8), torch.randn(2, 5, 4), score=score,
+        ...                 normalize="count")
+        >>> out.shape, bool((w >= 0).all())
+        (torch.Size([2, 3, 4]), True)
+    """
+
+    def __init__(self, query_dim: int, key_dim: int) -> None:
+        super().__init__()
+        check_sizes(query_dim=query_dim, key_dim=key_dim)
+        self.query_dim = query_dim
+        self.w = nn.Linear(query_dim + key_dim, 1, bias=False)  # w_f, over [theta(x_i), phi(x_j)]
+
+    def forward(self, query: Tensor, key: Tensor) -> Tensor:
+        _check_pair(self, query, key, self.query_dim, self.w.in_features - self.query_dim)
+        w_q, w_k = self.w.weight[0, : self.query_dim], self.w.weight[0, self.query_dim :]
+        return torch.relu((query @ w_q).unsqueeze(-1) + (key @ w_k).unsqueeze(-2))
 
 
 def _check_pair(score: nn.Module, query: Tensor, key: Tensor, query_dim: int, key_dim: int) -> None:

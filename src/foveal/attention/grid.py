@@ -22,7 +22,7 @@ from torch import Tensor, nn
 
 from foveal._checks import check_shape
 from foveal.attention._validate import check_module_dtype, check_size, check_sizes, check_tensor
-from foveal.attention.core import ScoreFn
+from foveal.attention.core import Concatenation, ScoreFn
 from foveal.attention.multihead import Attention
 from foveal.errors import FovealError
 from foveal.registry import ATTENTION
@@ -82,7 +82,8 @@ class MapAttention(nn.Module):
     Args:
         dim: channels of the query map.
         **options: keyword-only options of :class:`Attention` (``key_dim``, ``value_dim``,
-            ``out_dim``, ``qk_dim``, ``heads``, ``score``, ``bias``, ``temperature``).
+            ``out_dim``, ``qk_dim``, ``heads``, ``score``, ``bias``, ``temperature``, ``normalize``,
+            ``embed``).
 
     Shape:
         - query_map: ``(B, dim, *S_q)``, ``1 <= len(S_q) <= 3``
@@ -111,6 +112,8 @@ class MapAttention(nn.Module):
         score: str | ScoreFn = "scaled_dot",
         bias: bool = False,
         temperature: float = 1.0,
+        normalize: str = "softmax",
+        embed: bool = True,
     ) -> None:
         super().__init__()
         self.attention = Attention(
@@ -123,6 +126,8 @@ class MapAttention(nn.Module):
             score=score,
             bias=bias,
             temperature=temperature,
+            normalize=normalize,
+            embed=embed,
         )
 
     def forward(
@@ -138,9 +143,9 @@ class MapAttention(nn.Module):
         inner = self.attention
         check_module_dtype(inner, query_map=query_map, key_map=key_map, value_map=value_map)
         for name, x, channels in (
-            ("query_map", query_map, inner.W_q.in_features),
-            ("key_map", key_map, inner.W_k.in_features),
-            ("value_map", value_map, inner.W_v.in_features),
+            ("query_map", query_map, inner.dim),
+            ("key_map", key_map, inner.key_dim),
+            ("value_map", value_map, inner.value_dim),
         ):
             _check_map(name, x, channels, None if x is query_map else query_map.shape[0])
         if key_map.shape[2:] != value_map.shape[2:]:
@@ -156,30 +161,43 @@ class MapAttention(nn.Module):
     def example_inputs(self, batch: int = 2, generator: torch.Generator | None = None) -> tuple[Tensor, ...]:
         """Small random inputs for :meth:`forward` (used by the conformance tests)."""
         inner = self.attention
-        query = torch.randn(batch, inner.W_q.in_features, 3, 2, generator=generator)
-        key = torch.randn(batch, inner.W_k.in_features, 2, 4, generator=generator)
-        value = torch.randn(batch, inner.W_v.in_features, 2, 4, generator=generator)
+        query = torch.randn(batch, inner.dim, 3, 2, generator=generator)
+        key = torch.randn(batch, inner.key_dim, 2, 4, generator=generator)
+        value = torch.randn(batch, inner.value_dim, 2, 4, generator=generator)
         return query, key, value
+
+
+NON_LOCAL_SIMILARITIES = ("gaussian", "embedded_gaussian", "dot", "concatenation")
 
 
 @ATTENTION.register("non_local")
 class NonLocalBlock(nn.Module):
     """Residual non-local block (Wang et al., seed 001's [5]): ``x + W_z(attention(x))``, starting as the identity.
 
-    theta, phi and g map ``channels -> inner``; the embedded-Gaussian attention runs over every
-    position of the map; ``W_z`` maps ``inner -> channels`` and starts at zero, so at initialisation
-    the block returns its input exactly and can be dropped into a trained network.
+    The non-local operation is seed 001's eq. (1) over every position ``i`` of the map,
+    ``y_j = (1 / C_j) sum_i f(x_j, x_i) g(x_i)``, with the paper's four choices of ``f`` and ``C``
+    (theta, phi and g map ``channels -> inner``)::
+
+        "gaussian"            f = exp(x_j^T x_i)                      C_j = sum_i f    (no theta, phi)
+        "embedded_gaussian"   f = exp(theta(x_j)^T phi(x_i))          C_j = sum_i f    (seed 001's)
+        "dot"                 f = theta(x_j)^T phi(x_i)               C_j = N          (no softmax)
+        "concatenation"       f = ReLU(w^T [theta(x_j), phi(x_i)])    C_j = N
+
+    ``W_z`` maps ``inner -> channels`` and starts at zero, so at initialisation the block returns
+    its input exactly and can be dropped into a trained network.
 
     Args:
         channels: channels ``C`` of the map (in and out).
         inner: width of theta, phi, g (default ``channels // 2``, as in the non-local paper).
-        heads: number of heads (divides ``inner``).
-        score: as in :class:`Attention`; ``"dot"`` is seed 001's embedded Gaussian.
+        heads: number of heads (divides ``inner``; with ``"gaussian"``, also ``channels``).
+        f: the similarity and its normaliser, one of the four above.
+        score: replaces the dot product ``q^T k`` of the first three forms (``"scaled_dot"``,
+            ``"cosine"`` or a callable, as in :class:`Attention`); ``"concatenation"`` has its own.
 
     Shape:
         - x: ``(B, C, *S)``, ``1 <= len(S) <= 3``
         - output: ``(B, C, *S)``
-        - weights: ``(B, heads, prod S, prod S)`` or None
+        - weights: ``(B, heads, prod S, prod S)`` or None; ``f / C`` (negative ones too, for ``"dot"``)
 
     Example:
         >>> block = NonLocalBlock(8)
@@ -187,16 +205,38 @@ class NonLocalBlock(nn.Module):
         >>> out, w = block(x)
         >>> torch.equal(out, x), w.shape
         (True, torch.Size([2, 1, 16, 16]))
+        >>> NonLocalBlock(8, f="concatenation")(x).weights.sum(-1).shape
+        torch.Size([2, 1, 16])
     """
 
     def __init__(
-        self, channels: int, *, inner: int | None = None, heads: int = 1, score: str | ScoreFn = "dot"
+        self,
+        channels: int,
+        *,
+        inner: int | None = None,
+        heads: int = 1,
+        f: str = "embedded_gaussian",
+        score: str | ScoreFn | None = None,
     ) -> None:
         super().__init__()
         check_size("channels", channels)
         inner = max(channels // 2, 1) if inner is None else inner
         check_sizes(inner=inner, heads=heads)
-        self.attention = MapAttention(channels, out_dim=inner, qk_dim=inner, heads=heads, score=score)
+        if f not in NON_LOCAL_SIMILARITIES:
+            raise FovealError(f"unknown f {f!r}; choose from: {', '.join(NON_LOCAL_SIMILARITIES)}")
+        if f == "concatenation" and score is not None:
+            raise FovealError("score: f='concatenation' has its own score, ReLU(w^T [theta(x_j), phi(x_i)])")
+        self.f = f
+        options = dict(out_dim=inner, heads=heads, normalize="softmax" if "gaussian" in f else "count")
+        if f == "gaussian":
+            options.update(embed=False, score="dot" if score is None else score)
+        elif f == "concatenation":
+            if inner % heads:
+                raise FovealError(f"inner={inner} is not divisible by heads={heads}")
+            options.update(qk_dim=inner, score=Concatenation(inner // heads, inner // heads))
+        else:
+            options.update(qk_dim=inner, score="dot" if score is None else score)
+        self.attention = MapAttention(channels, **options)
         self.W_z = nn.Conv1d(inner, channels, kernel_size=1)
         nn.init.zeros_(self.W_z.weight)
         nn.init.zeros_(self.W_z.bias)

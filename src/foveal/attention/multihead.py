@@ -19,7 +19,7 @@ from torch import Tensor, nn
 
 from foveal._checks import check_shape
 from foveal.attention._validate import check_mask, check_module_dtype, check_positive, check_sizes, drop_padding
-from foveal.attention.core import BUILTIN_SCORES, AttentionOutput, ScoreFn, attend
+from foveal.attention.core import BUILTIN_SCORES, NORMALIZERS, AttentionOutput, ScoreFn, attend
 from foveal.errors import FovealError
 from foveal.registry import ATTENTION
 
@@ -39,6 +39,11 @@ class Attention(nn.Module):
             module/callable ``(query, key) -> logits`` applied per head to ``(B, heads, n, qk_dim/heads)``.
         bias: give the projections a bias (seed 001's are purely linear: False).
         temperature: divides the cosine score (> 0).
+        normalize: ``"softmax"`` (seed 001's ``C = sum_i f``, ``f = exp(score)``) or ``"count"``
+            (``f = score``, ``C`` = the number of keys a query may attend); see :func:`attend`.
+        embed: learn theta and phi (True, seed 001). False compares the queries and keys as given,
+            the non-local paper's Gaussian ``f = exp(q^T k)``: ``W_q`` and ``W_k`` are identities,
+            and ``qk_dim`` is ``dim`` (which, for a built-in score, ``key_dim`` must equal).
 
     Shape:
         - query: ``(B, n, dim)``
@@ -71,11 +76,15 @@ class Attention(nn.Module):
         score: str | ScoreFn = "scaled_dot",
         bias: bool = False,
         temperature: float = 1.0,
+        normalize: str = "softmax",
+        embed: bool = True,
     ) -> None:
         super().__init__()
         key_dim = dim if key_dim is None else key_dim
         value_dim = key_dim if value_dim is None else value_dim
         out_dim = value_dim if out_dim is None else out_dim
+        if not embed and qk_dim not in (None, dim):
+            raise FovealError(f"qk_dim: without theta and phi (embed=False) it is dim={dim}, got {qk_dim}")
         qk_dim = dim if qk_dim is None else qk_dim
         check_sizes(dim=dim, key_dim=key_dim, value_dim=value_dim, out_dim=out_dim, qk_dim=qk_dim, heads=heads)
         for name, size in (("qk_dim", qk_dim), ("out_dim", out_dim)):
@@ -83,13 +92,23 @@ class Attention(nn.Module):
                 raise FovealError(f"{name}={size} is not divisible by heads={heads}")
         if not callable(score) and score not in BUILTIN_SCORES:
             raise FovealError(f"unknown score {score!r}; choose from: {', '.join(BUILTIN_SCORES)} or a callable")
+        if not embed and not callable(score) and key_dim != dim:
+            raise FovealError(
+                f"key_dim: score={score!r} compares queries and keys as given (embed=False): needs "
+                f"key_dim == dim, got {key_dim} != {dim}"
+            )
         if score == "cosine":
             check_positive("temperature", temperature, "it divides the cosine score")
+        if normalize not in NORMALIZERS:
+            raise FovealError(f"unknown normalize {normalize!r}; choose from: {', '.join(NORMALIZERS)}")
+        self.dim, self.key_dim, self.value_dim = dim, key_dim, value_dim
         self.heads = heads
         self.temperature = temperature
         self.score = score
-        self.W_q = nn.Linear(dim, qk_dim, bias=bias)  # theta
-        self.W_k = nn.Linear(key_dim, qk_dim, bias=bias)  # phi
+        self.normalize = normalize
+        # Identities without embed keep one forward for both forms, and add no parameters.
+        self.W_q = nn.Linear(dim, qk_dim, bias=bias) if embed else nn.Identity()  # theta
+        self.W_k = nn.Linear(key_dim, qk_dim, bias=bias) if embed else nn.Identity()  # phi
         self.W_v = nn.Linear(value_dim, out_dim, bias=bias)  # g
 
     def forward(
@@ -103,9 +122,9 @@ class Attention(nn.Module):
         key = query if key is None else key
         value = key if value is None else value
         check_module_dtype(self, query=query, key=key, value=value)
-        sizes = check_shape("query", query, ("B", "n", self.W_q.in_features))
-        check_shape("key", key, ("B", "m", self.W_k.in_features), sizes)
-        check_shape("value", value, ("B", "m", self.W_v.in_features), sizes)
+        sizes = check_shape("query", query, ("B", "n", self.dim))
+        check_shape("key", key, ("B", "m", self.key_dim), sizes)
+        check_shape("value", value, ("B", "m", self.value_dim), sizes)
         if mask is not None:
             check_mask(mask, (sizes["B"], sizes["n"], sizes["m"]), symbols="(B, n, m)")
             mask = mask.reshape(*([1] * (3 - mask.dim())), *mask.shape)
@@ -119,13 +138,20 @@ class Attention(nn.Module):
             for x in (self.W_q(query), self.W_k(key), self.W_v(value))
         )
         out, weights = attend(
-            q, k, v, score=self.score, mask=mask, need_weights=need_weights, temperature=self.temperature
+            q,
+            k,
+            v,
+            score=self.score,
+            mask=mask,
+            need_weights=need_weights,
+            temperature=self.temperature,
+            normalize=self.normalize,
         )
         return AttentionOutput(rearrange(out, "b h n d -> b n (h d)"), weights)
 
     def example_inputs(self, batch: int = 2, generator: torch.Generator | None = None) -> tuple[Tensor, ...]:
         """Small random inputs for :meth:`forward` (used by the conformance tests)."""
-        query = torch.randn(batch, 5, self.W_q.in_features, generator=generator)
-        key = torch.randn(batch, 7, self.W_k.in_features, generator=generator)
-        value = torch.randn(batch, 7, self.W_v.in_features, generator=generator)
+        query = torch.randn(batch, 5, self.dim, generator=generator)
+        key = torch.randn(batch, 7, self.key_dim, generator=generator)
+        value = torch.randn(batch, 7, self.value_dim, generator=generator)
         return query, key, value

@@ -4,8 +4,15 @@ Seed 000 (additive)::
 
     z_i = tanh(W_v v_i + W_q h_Q + b_z),   e_i = w_a^T z_i + b_a,   alpha = softmax(e),   v_hat = sum_i alpha_i v_i
 
-Seed 002 adds its parametric form without the tanh (``"linear"``), and the parameter-free
-``p = softmax(1^T (v_I * v_Q))``, i.e. ``e_i = v_i . v_Q`` (``"dot"``), and its cosine (``"cosine"``).
+Seed 002 adds the parameter-free ``p = softmax(1^T (v_I * v_Q))``, i.e. ``e_i = v_i . v_Q``
+(``"dot"``), and its cosine (``"cosine"``). Its parametric form without the tanh,
+``e_i = w_a^T (W_v v_i + W_q h_Q + b_z) + b_a``, is refused: the question's term
+``w_a^T (W_q h_Q + b_z)`` is the same for every region, so the softmax cancels it and the map cannot
+depend on the question. ``"multiplicative"`` is the parametric form in which it can: the product
+instead of the sum, the projected ``1^T (v_I * v_Q)``::
+
+    e_i = w_a^T ((W_v v_i) * (W_q h_Q + b_z)) + b_a       (a low-rank bilinear form in v_i and h_Q)
+
 All four are one module: the regions are the keys and the values, the question is the one query.
 Seed 001's general operator lets the keys differ from the values (``f(q, k_i) g(v_i)``): pass
 ``keys`` to score other vectors of the same regions (e.g. an earlier, more local CNN layer's) than
@@ -23,7 +30,7 @@ from foveal.attention.core import AttentionOutput, additive_logits, attend
 from foveal.errors import FovealError
 from foveal.registry import ATTENTION
 
-SPATIAL_SCORES = ("additive", "linear", "dot", "cosine")
+SPATIAL_SCORES = ("additive", "multiplicative", "dot", "cosine")
 
 
 @ATTENTION.register("spatial")
@@ -37,9 +44,11 @@ class SpatialAttention(nn.Module):
         c_dim: size ``C`` of each region vector ``v_i``.
         q_dim: size ``d_q`` of the question vector (default ``c_dim``).
         k_dim: size ``k`` of the joint embedding (parametric scores only).
-        score: ``"additive"`` (seed 000, tanh), ``"linear"`` (seed 002's parametric form, no tanh),
-            ``"dot"`` (seed 002's parameter-free ``1^T (v_I * v_Q)``; needs ``q_dim == c_dim``), or
-            ``"cosine"`` (parameter-free; needs ``q_dim == c_dim``).
+        score: ``"additive"`` (seed 000, tanh), ``"multiplicative"`` (``w_a^T (W_v v_i * (W_q h_Q +
+            b_z)) + b_a``), ``"dot"`` (seed 002's parameter-free ``1^T (v_I * v_Q)``; needs
+            ``q_dim == c_dim``), or ``"cosine"`` (parameter-free; needs ``q_dim == c_dim``).
+            ``"linear"`` (the additive form without its tanh) is refused: its map cannot depend on
+            the question.
         temperature: divides the cosine score (> 0).
 
     Shape:
@@ -72,6 +81,13 @@ class SpatialAttention(nn.Module):
         super().__init__()
         q_dim = c_dim if q_dim is None else q_dim
         check_sizes(c_dim=c_dim, q_dim=q_dim, k_dim=k_dim)
+        if score == "linear":
+            raise FovealError(
+                "score='linear' cannot depend on the question: without the tanh, "
+                "e_i = w_a^T (W_v v_i + W_q h_Q + b_z) + b_a adds the same question term to every region "
+                "and the softmax cancels it; use 'multiplicative' (w_a^T (W_v v_i * (W_q h_Q + b_z)) + b_a) "
+                "or 'additive'"
+            )
         if score not in SPATIAL_SCORES:
             raise FovealError(f"unknown score {score!r}; choose from: {', '.join(SPATIAL_SCORES)}")
         if score == "cosine":
@@ -81,11 +97,12 @@ class SpatialAttention(nn.Module):
                 f"score={score!r} compares v_i with h_Q directly: needs q_dim == c_dim, got {q_dim} != {c_dim}"
             )
         self.c_dim, self.q_dim, self.score, self.temperature = c_dim, q_dim, score, temperature
-        if score in ("additive", "linear"):
+        if score in ("additive", "multiplicative"):
             self.W_v = nn.Linear(c_dim, k_dim, bias=False)
             self.W_q = nn.Linear(q_dim, k_dim, bias=True)  # holds b_z
             self.w_a = nn.Linear(k_dim, 1, bias=True)  # holds b_a
-            self.activation = nn.Tanh() if score == "additive" else nn.Identity()
+        if score == "additive":
+            self.activation = nn.Tanh()
 
     def forward(
         self, V: Tensor, h_Q: Tensor, mask: Tensor | None = None, keys: Tensor | None = None
@@ -106,7 +123,9 @@ class SpatialAttention(nn.Module):
             check_shape("mask", mask, ("B", "N"), sizes)
             check_mask(mask, mask.shape)
             mask = mask.unsqueeze(1)
-        score = self._additive_score if self.score in ("additive", "linear") else self.score
+        score = {"additive": self._additive_score, "multiplicative": self._multiplicative_score}.get(
+            self.score, self.score
+        )
         query = h_Q.unsqueeze(1) if single else h_Q  # (B, n, d_q)
         v_hat, alpha = attend(
             query, V if keys is None else keys, V, score=score, mask=mask, temperature=self.temperature
@@ -115,6 +134,11 @@ class SpatialAttention(nn.Module):
 
     def _additive_score(self, query: Tensor, key: Tensor) -> Tensor:
         return additive_logits(self.W_q(query), self.W_v(key), self.w_a, self.activation)
+
+    def _multiplicative_score(self, query: Tensor, key: Tensor) -> Tensor:
+        # w_a^T (a * b) = (a * w_a) . b: one matmul, never the (n, N, k) products.
+        steered = self.W_q(query) * self.w_a.weight[0]  # (..., n, k)
+        return steered @ self.W_v(key).transpose(-2, -1) + self.w_a.bias  # (..., n, N)
 
     def example_inputs(self, batch: int = 2, generator: torch.Generator | None = None) -> tuple[Tensor, ...]:
         """Small random inputs for :meth:`forward` (used by the conformance tests)."""
