@@ -3,10 +3,13 @@
 from torch import nn as _nn
 
 from foveal.attention import (
+    NON_LOCAL_SIMILARITIES,
+    NORMALIZERS,
     Additive,
     Attention,
     AttentionOutput,
     Bilinear,
+    Concatenation,
     GateOutput,
     MapAttention,
     MapAttentionOutput,
@@ -40,10 +43,13 @@ from foveal.glimpse import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "NON_LOCAL_SIMILARITIES",
+    "NORMALIZERS",
     "Additive",
     "Attention",
     "AttentionOutput",
     "Bilinear",
+    "Concatenation",
     "GateOutput",
     "MapAttention",
     "MapAttentionOutput",
