@@ -119,7 +119,7 @@ def test_demo_train_writes_a_report(tmp_path, capsys):
         (["train", "toy", "--set", "loop.lrr=1"], "did you mean 'loop.lr'?"),
         (["train", "toy", "--set", "loop.optimizer=sgd"], "choose from: adam, adamw, rmsprop"),
         (["eval", "no/such/run"], "run directory 'no/such/run' does not exist"),
-        (["show", "no-such-figure"], "is neither a run directory nor a figure"),
+        (["show", "no-such-figure"], "is neither a run directory, a shipped model"),
         (["bench", "no-such-bench"], "unknown benchmark 'no-such-bench'"),
     ],
 )

@@ -32,6 +32,13 @@ def _version() -> str:
     return __version__
 
 
+def _recipe_arguments(parser: argparse.ArgumentParser, sets_help: str) -> None:
+    """The recipe, its preset and ``--set`` overrides: how every command that builds a config names it."""
+    parser.add_argument("recipe", help="a recipe name (see `foveal list`)")
+    parser.add_argument("--preset", help="a named preset of the recipe, e.g. quick or full (default: its defaults)")
+    parser.add_argument("--set", dest="sets", action="append", metavar="KEY=VALUE", default=[], help=sets_help)
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="foveal",
@@ -51,17 +58,8 @@ def _parser() -> argparse.ArgumentParser:
         "--config FILE, --set key=value, --seed/--threads. The resolved config is saved as RUN/config.json. "
         "`foveal config RECIPE` lists every key with its default and doc.",
     )
-    t.add_argument("recipe", help="a recipe name (see `foveal list`)")
-    t.add_argument("--preset", help="a named preset of the recipe, e.g. quick or full (default: the recipe's defaults)")
+    _recipe_arguments(t, "override one config field; dotted keys reach nested fields (loop.lr=3e-4); repeatable")
     t.add_argument("--config", metavar="FILE", help="a .toml or .json file of overrides (nested tables or dotted keys)")
-    t.add_argument(
-        "--set",
-        dest="sets",
-        action="append",
-        metavar="KEY=VALUE",
-        default=[],
-        help="override one config field; dotted keys reach nested fields (loop.lr=3e-4); repeatable",
-    )
     t.add_argument("--out", metavar="DIR", help="run directory (default: runs/RECIPE-PRESET, runs/RECIPE-default)")
     t.add_argument("--resume", action="store_true", help="continue the run in the run directory from its checkpoint")
     t.add_argument("--overwrite", action="store_true", help="start afresh even if the run directory holds a run")
@@ -74,9 +72,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Print every key of RECIPE's config (after --preset and --set) with its value, type and doc: "
         "the keys `foveal train RECIPE --set KEY=VALUE` takes.",
     )
-    c.add_argument("recipe", help="a recipe name (see `foveal list`)")
-    c.add_argument("--preset", help="show the values of this preset")
-    c.add_argument("--set", dest="sets", action="append", metavar="KEY=VALUE", default=[], help="override a key")
+    _recipe_arguments(c, "override a key")
 
     w = sub.add_parser(
         "sweep",
@@ -86,10 +82,8 @@ def _parser() -> argparse.ArgumentParser:
         "there are not trained again, so an interrupted sweep continues.",
     )
     w.add_argument("name", help="the results file's name (results/NAME.jsonl)")
-    w.add_argument("recipe", help="a recipe name (see `foveal list`)")
-    w.add_argument("--preset", help="a preset of the recipe")
+    _recipe_arguments(w, "a key fixed for every run")
     w.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2", help="a key and its values")
-    w.add_argument("--set", dest="sets", action="append", metavar="KEY=VALUE", default=[], help="fixed for every run")
     w.add_argument("--seeds", default="0,1,2", help="comma-separated seeds (default: 0,1,2)")
     w.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default: 1)")
 
