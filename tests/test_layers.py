@@ -84,3 +84,9 @@ def test_the_check_can_fail(tmp_path):
         '"""from foveal.recipes import x (a docstring, not an import)."""\nfrom foveal.recipes import base\n'
     )
     assert foveal_imports(bad) == [(2, "recipes")]
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: str(p.relative_to(SRC)))
+def test_no_module_is_over_500_lines(path):
+    # A module past this has become several: split it by what its parts do.
+    assert len(path.read_text().splitlines()) <= 500, f"{path.relative_to(SRC)} is over 500 lines"
