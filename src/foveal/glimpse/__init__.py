@@ -11,8 +11,6 @@ from foveal.glimpse.crop import crop
 from foveal.glimpse.gaussian import (
     DrawWindow,
     Filterbank,
-    GaussianRead,
-    GaussianWrite,
     ReadOutput,
     WriteOutput,
     draw_window,
@@ -22,6 +20,7 @@ from foveal.glimpse.gaussian import (
     gaussian_read,
     gaussian_write,
 )
+from foveal.glimpse.heads import GaussianRead, GaussianWrite
 from foveal.glimpse.sampler import BilinearSampler, affine_grid, base_grid, bilinear_sample, projective_grid
 from foveal.glimpse.transformer import (
     SpatialTransformer,

@@ -10,6 +10,12 @@ import torch
 from torch import Tensor
 
 from foveal._checks import check_shape
+from foveal.errors import FovealError
+from foveal.glimpse._validate import check_fill_number, check_image, check_size, check_tensor
+
+CORNER_LIMIT = 2**52
+"""Largest ``|x|, |y|`` of a corner taken as given; a box further out (or not finite) lies wholly off the
+image, and is moved to this distance so that its pixel indices stay within int64."""
 
 
 def crop(images: Tensor, boxes: Tensor, size: tuple[int, int], *, fill: float = 0.0) -> Tensor:
@@ -22,9 +28,14 @@ def crop(images: Tensor, boxes: Tensor, size: tuple[int, int], *, fill: float = 
 
     Args:
         images: the images to crop.
-        boxes: top-left corner ``(x, y)`` of each window in pixels; floats are floored.
+        boxes: top-left corner ``(x, y)`` of each window in pixels; floats are floored. A box that is
+            not finite (NaN, inf) reads ``fill`` everywhere, and leaves the other windows as they are.
         size: ``(h, w)``, the window's height and width in pixels.
         fill: the value read outside the image.
+
+    Raises:
+        ValueError (:class:`~foveal.errors.FovealError`): a shape, size or dtype that does not fit
+            (``images`` may be of any dtype; ``boxes`` integer or floating point).
 
     Shape:
         - images: ``(B, C, H, W)``
@@ -45,11 +56,20 @@ def crop(images: Tensor, boxes: Tensor, size: tuple[int, int], *, fill: float = 
         tensor([[15.,  0.],
                 [ 0.,  0.]])
     """
-    h, w = _check_size(size)
-    sizes = check_shape("images", images, ("B", "C", "H", "W"))
-    check_shape("boxes", boxes, ("B", 2), sizes)
+    h, w = check_size("size", size)
+    sizes = check_image("images", images)
+    check_shape("boxes", check_tensor("boxes", boxes), ("B", 2), sizes)
+    if boxes.dtype == torch.bool or boxes.is_complex():
+        raise FovealError(f"boxes: expected integer or floating-point corners, got {boxes.dtype}")
+    check_fill_number("fill", fill)
     B, C, H, W = images.shape
-    corner = boxes.detach().floor().long() if boxes.is_floating_point() else boxes.long()
+    corner = boxes.detach()
+    if corner.is_floating_point():
+        # NaN and inf have no integer value (converting them is undefined): send them, and any corner
+        # beyond int64's reach once the window is added, far off the image, where every pixel reads fill.
+        far = float(CORNER_LIMIT)
+        corner = corner.floor().nan_to_num(nan=-far).clamp(-far, far)
+    corner = corner.long().clamp(-CORNER_LIMIT, CORNER_LIMIT)
     rows = corner[:, 1:2] + torch.arange(h, device=images.device)  # (B, h)
     cols = corner[:, 0:1] + torch.arange(w, device=images.device)  # (B, w)
     inside = ((rows >= 0) & (rows < H))[:, :, None] & ((cols >= 0) & (cols < W))[:, None, :]  # (B, h, w)
@@ -58,9 +78,3 @@ def crop(images: Tensor, boxes: Tensor, size: tuple[int, int], *, fill: float = 
     out = images.reshape(B, C, H * W).gather(2, flat.reshape(B, 1, h * w).expand(B, C, h * w))
     out = out.view(B, C, h, w)
     return out.masked_fill(~inside[:, None], fill)
-
-
-def _check_size(size: tuple[int, int]) -> tuple[int, int]:
-    if len(size) != 2 or any(int(s) != s or s < 1 for s in size):
-        raise ValueError(f"size: expected two positive ints (h, w), got {tuple(size)}")
-    return int(size[0]), int(size[1])

@@ -19,10 +19,20 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from foveal._checks import check_shape
-from foveal.glimpse.crop import _check_size
+from foveal.errors import FovealError
+from foveal.glimpse._validate import (
+    check_choice,
+    check_count,
+    check_floating,
+    check_image,
+    check_number,
+    check_size,
+    check_tensor,
+    work_dtype,
+)
 from foveal.glimpse.separable import (
     TRUNCATE_AREA_FRACTION,
     Z_MAX,
@@ -32,9 +42,6 @@ from foveal.glimpse.separable import (
     separable,
     separable_glimpse,
 )
-
-# benchmarks/glimpse.py imports the product under its old private name from here.
-_separable = separable
 
 SIGMA_MIN = 1e-3
 """Smallest standard deviation used, in pixels. Narrower Gaussians are clamped to it (their gradient
@@ -62,9 +69,14 @@ def gaussian_mask(center: Tensor, sigma: Tensor, stride: Tensor, rows: int, cols
         eps: added to each row's sum, so a row whose Gaussian lies wholly off the image is zero,
             not NaN.
 
+    Raises:
+        ValueError (:class:`~foveal.errors.FovealError`): shapes that differ, a tensor that is not
+            floating point or of another dtype, ``rows`` or ``cols`` below 1, a negative ``eps``.
+
     Shape:
         - center, sigma, stride: ``(*batch)``, any batch shape, the same for all three
-        - output: ``(*batch, rows, cols)``
+        - output: ``(*batch, rows, cols)``, the dtype of the parameters (16-bit floats are computed in
+          float32 and cast back)
 
     Convention:
         Pixel units, 0-based: pixel ``c`` of the image is at coordinate ``c``, so ``u = 0`` puts the
@@ -79,13 +91,18 @@ def gaussian_mask(center: Tensor, sigma: Tensor, stride: Tensor, rows: int, cols
         >>> A[0].argmax(-1)
         tensor([2, 3, 4, 5, 6])
     """
+    check_floating(center=center, sigma=sigma, stride=stride)
     if center.shape != sigma.shape or center.shape != stride.shape:
-        raise ValueError(
+        raise FovealError(
             f"center, sigma, stride: expected one shape, got {tuple(center.shape)}, "
             f"{tuple(sigma.shape)}, {tuple(stride.shape)}"
         )
-    positions = torch.arange(cols, device=center.device, dtype=center.dtype)
-    return gaussian_rows(center, stride, sigma.clamp_min(SIGMA_MIN) ** 2, rows, positions, None, eps)
+    rows, cols = check_count("rows", rows), check_count("cols", cols)
+    check_number("eps", eps, positive=False)
+    dtype, work = center.dtype, work_dtype(center.dtype, sigma.dtype, stride.dtype)
+    center, sigma, stride = center.to(work), sigma.to(work), stride.to(work)
+    positions = torch.arange(cols, device=center.device, dtype=work)
+    return gaussian_rows(center, stride, sigma.clamp_min(SIGMA_MIN) ** 2, rows, positions, None, eps, dtype=dtype)
 
 
 def gaussian_glimpse(
@@ -112,12 +129,19 @@ def gaussian_glimpse(
             takes the dense product; ``"auto"`` takes the window when its area is at most
             :data:`TRUNCATE_AREA_FRACTION` of the image (zoomed-in glimpses: small ``std`` and ``d``).
             The window's size is the largest the batch needs and is read with one ``.item()``.
+            A sample with NaN or infinite parameters takes no part in that choice and is read by the
+            dense product: the others' glimpses are what they would be without it.
         support: how many standard deviations of each Gaussian the window keeps.
         eps: added to each filter's sum (see :func:`gaussian_mask`).
 
+    Raises:
+        ValueError (:class:`~foveal.errors.FovealError`): a shape that does not fit (batch sizes that
+            differ), images or parameters that are not floating point or not of one dtype, a size
+            below 1, an unknown ``truncate``, ``support <= 0`` or ``eps < 0``.
+
     Shape:
-        - images: ``(B, C, H, W)``
-        - params: ``(B, 6)``
+        - images: ``(B, C, H, W)``, floating point (16-bit floats: the filters are computed in float32)
+        - params: ``(B, 6)``, the dtype of ``images``
         - output: ``(B, C, h, w)``
 
     Convention:
@@ -133,12 +157,22 @@ def gaussian_glimpse(
         >>> g.shape, bool(g[0, 0, 2, 2] > 0.9), bool(g[0, 0, 0, 0] < 0.05)
         (torch.Size([1, 1, 5, 5]), True, True)
     """
-    h, w = _check_size(size)
-    sizes = check_shape("images", images, ("B", "C", "H", "W"))
-    check_shape("params", params, ("B", 6), sizes)
-    uy, sy, dy, ux, sx, dx = params.unbind(-1)
+    h, w = check_size("size", size)
+    sizes = check_image("images", images)
+    check_shape("params", check_tensor("params", params), ("B", 6), sizes)
+    check_floating(images=images, params=params)
+    _check_glimpse_options(truncate, support, eps)
+    uy, sy, dy, ux, sx, dx = params.to(work_dtype(images.dtype, params.dtype)).unbind(-1)
     axis_y, axis_x = (uy, dy, sy.clamp_min(SIGMA_MIN) ** 2), (ux, dx, sx.clamp_min(SIGMA_MIN) ** 2)
-    return separable_glimpse(images, axis_y, axis_x, (h, w), truncate=truncate, support=support, eps=eps)
+    # The clamp turns a std of -inf into SIGMA_MIN: such a sample must still stay out of the window choice.
+    finite = torch.isfinite(params.detach()).all(-1)
+    return separable_glimpse(images, axis_y, axis_x, (h, w), truncate=truncate, support=support, eps=eps, finite=finite)
+
+
+def _check_glimpse_options(truncate: object, support: object, eps: object) -> None:
+    check_choice("truncate", truncate, (True, False, "auto"))
+    check_number("support", support, why="standard deviations the window keeps")
+    check_number("eps", eps, positive=False)
 
 
 class DrawWindow(NamedTuple):
@@ -190,9 +224,14 @@ def draw_window(params: Tensor, image_size: tuple[int, int], N: int) -> DrawWind
         image_size: ``(H, W)``.
         N: the glimpse is ``N x N``. For ``N = 1`` the stride is irrelevant and ``N - 1`` is taken as 1.
 
+    Raises:
+        ValueError (:class:`~foveal.errors.FovealError`): ``params`` not ``(B, 5)`` or not floating
+            point, an ``image_size`` or ``N`` below 1.
+
     Shape:
         - params: ``(B, 5)``
-        - each field of the output: ``(B,)``
+        - each field of the output: ``(B,)``, the dtype of ``params``. For 16-bit params the window
+          is computed in float32 and cast back, so a field beyond float16's range (``exp(50)``) is inf.
 
     Convention:
         1-based pixel indices, as in the DRAW paper: ``g~ = 0`` puts the grid centre at
@@ -204,8 +243,25 @@ def draw_window(params: Tensor, image_size: tuple[int, int], N: int) -> DrawWind
         >>> w.g_X, w.delta
         (tensor([14.5000]), tensor([6.7500]))
     """
-    check_shape("params", params, (None, 5))
-    H, W = _check_size(image_size)
+    _check_draw(params, image_size, N)
+    window = _draw_window(params.to(work_dtype(params.dtype)), image_size, N)
+    return _cast_window(window, params.dtype)
+
+
+def _check_draw(params: Tensor, image_size: tuple[int, int], N: int, sizes: dict[str, int] | None = None) -> None:
+    check_shape("params", check_tensor("params", params), ("B", 5), sizes)
+    check_floating(params=params)
+    check_size("image_size", image_size)
+    check_count("N", N)
+
+
+def _cast_window(window: DrawWindow, dtype: torch.dtype) -> DrawWindow:
+    return DrawWindow(*(field.to(dtype) for field in window))
+
+
+def _draw_window(params: Tensor, image_size: tuple[int, int], N: int) -> DrawWindow:
+    # draw_window without the checks, in the dtype of params (float32 or wider: exp(50) must not overflow).
+    H, W = int(image_size[0]), int(image_size[1])
     gx_t, gy_t, log_sigma2, log_delta_t, log_gamma = params.clamp(-LOG_MAX, LOG_MAX).unbind(-1)
     return DrawWindow(
         g_X=(W + 1) / 2 * (gx_t + 1),
@@ -236,9 +292,13 @@ def filterbank(params: Tensor, image_size: tuple[int, int], N: int, *, eps: floa
         N: number of filters per axis.
         eps: added to each filter's sum, so a filter wholly off the image is zero, not NaN.
 
+    Raises:
+        ValueError (:class:`~foveal.errors.FovealError`): as :func:`draw_window`, and ``eps < 0``.
+
     Shape:
-        - params: ``(B, 5)``
-        - F_X: ``(B, N, W)``; F_Y: ``(B, N, H)``
+        - params: ``(B, 5)``, floating point
+        - F_X: ``(B, N, W)``; F_Y: ``(B, N, H)``, the dtype of ``params`` (16-bit floats: computed in
+          float32 and cast back, so a filter is finite wherever float32's is)
 
     Convention:
         1-based pixel indices ``a = 1..A`` and ``i = 1..N`` (the DRAW paper's), so the grid of
@@ -252,13 +312,20 @@ def filterbank(params: Tensor, image_size: tuple[int, int], N: int, *, eps: floa
         >>> fb.F_X[0].argmax(-1)  # centred: 0-based pixels 13.5 +- 6.75 k
         tensor([ 0,  7, 13, 20, 27])
     """
-    window = draw_window(params, image_size, N)
-    H, W = image_size
+    _check_draw(params, image_size, N)
+    check_number("eps", eps, positive=False)
+    return _filterbank(params, image_size, N, eps)
+
+
+def _filterbank(params: Tensor, image_size: tuple[int, int], N: int, eps: float) -> Filterbank:
+    work = work_dtype(params.dtype)
+    window = _draw_window(params.to(work), image_size, N)
+    H, W = int(image_size[0]), int(image_size[1])
     (fy, dy, vy), (fx, dx, vx) = _draw_axes(window, N)
-    one_based = 1.0 + torch.arange(max(H, W), device=params.device, dtype=params.dtype)
-    F_X = gaussian_rows(fx, dx, vx, N, one_based[:W], None, eps)
-    F_Y = gaussian_rows(fy, dy, vy, N, one_based[:H], None, eps)
-    return Filterbank(F_X, F_Y, window)
+    one_based = 1.0 + torch.arange(max(H, W), device=params.device, dtype=work)
+    F_X = gaussian_rows(fx, dx, vx, N, one_based[:W], None, eps, dtype=params.dtype)
+    F_Y = gaussian_rows(fy, dy, vy, N, one_based[:H], None, eps, dtype=params.dtype)
+    return Filterbank(F_X, F_Y, _cast_window(window, params.dtype))
 
 
 def gaussian_read(
@@ -279,12 +346,18 @@ def gaussian_read(
         N: the glimpse is ``N x N``.
         error_images: ``x_hat``, the error image (``x - sigmoid(c_{t-1})`` in DRAW); its glimpse is
             concatenated after the image's along the channels. None reads the image alone.
-        truncate, support: the windowed fast path, as in :func:`gaussian_glimpse`.
+        truncate, support: the windowed fast path, as in :func:`gaussian_glimpse` (a sample with NaN or
+            infinite parameters is read by the dense product and changes no other sample's glimpse).
         eps: added to each filter's sum.
 
+    Raises:
+        ValueError (:class:`~foveal.errors.FovealError`): a shape that does not fit, tensors that are
+            not floating point or not of one dtype, ``N`` below 1, or an option out of range.
+
     Shape:
-        - images, error_images: ``(B, C, H, W)``
-        - params: ``(B, 5)``
+        - images, error_images: ``(B, C, H, W)``, floating point, one dtype
+        - params: ``(B, 5)``, the dtype of ``images`` (16-bit floats: the window and the filters are
+          computed in float32, the product in the images' dtype)
         - output: ``(B, C, N, N)``, or ``(B, 2C, N, N)`` with ``error_images``
 
     Convention:
@@ -297,15 +370,26 @@ def gaussian_read(
         >>> out.shape, window.gamma
         (torch.Size([2, 2, 12, 12]), tensor([1., 1.]))
     """
-    sizes = check_shape("images", images, ("B", "C", "H", "W"))
-    check_shape("params", params, ("B", 5), sizes)
+    sizes = check_image("images", images)
+    _check_draw(params, images.shape[-2:], N, sizes)
     if error_images is not None:
-        check_shape("error_images", error_images, ("B", "C", "H", "W"), sizes)
+        check_shape("error_images", check_tensor("error_images", error_images), ("B", "C", "H", "W"), sizes)
+    check_floating(images=images, params=params, error_images=error_images)
+    _check_glimpse_options(truncate, support, eps)
+    if error_images is not None:
         images = torch.cat([images, error_images], dim=1)
-    window = draw_window(params, images.shape[-2:], N)
+    work = work_dtype(images.dtype, params.dtype)
+    window = _draw_window(params.to(work), images.shape[-2:], N)
     axis_y, axis_x = _draw_axes(window, N)
-    glimpse = separable_glimpse(images, axis_y, axis_x, (N, N), origin=1.0, truncate=truncate, support=support, eps=eps)
-    return ReadOutput(glimpse * window.gamma[:, None, None, None], window)
+    # The clamp makes an infinite parameter finite, but such a sample's window spans ~exp(LOG_MAX) pixels:
+    # it is read densely rather than sizing every image's window.
+    finite = torch.isfinite(params.detach()).all(-1)
+    glimpse = separable_glimpse(
+        images, axis_y, axis_x, (N, N), origin=1.0, truncate=truncate, support=support, eps=eps, finite=finite
+    )
+    # gamma is scaled in before the cast: exp(log gamma) may overflow float16 where the product need not.
+    glimpse = (glimpse.to(work) * window.gamma[:, None, None, None]).to(glimpse.dtype)
+    return ReadOutput(glimpse, _cast_window(window, params.dtype))
 
 
 def gaussian_write(patch: Tensor, params: Tensor, image_size: tuple[int, int], *, eps: float = 1e-8) -> WriteOutput:
@@ -317,9 +401,13 @@ def gaussian_write(patch: Tensor, params: Tensor, image_size: tuple[int, int], *
         image_size: ``(H, W)`` of the canvas.
         eps: added to each filter's sum.
 
+    Raises:
+        ValueError (:class:`~foveal.errors.FovealError`): a patch that is not ``(B, C, N, N)`` with
+            ``N >= 1``, params not ``(B, 5)``, tensors that are not floating point or not of one dtype.
+
     Shape:
-        - patch: ``(B, C, N, N)``
-        - params: ``(B, 5)``
+        - patch: ``(B, C, N, N)``, floating point
+        - params: ``(B, 5)``, the dtype of ``patch`` (16-bit floats: the filters are computed in float32)
         - output: ``(B, C, H, W)``
 
     Convention:
@@ -330,74 +418,19 @@ def gaussian_write(patch: Tensor, params: Tensor, image_size: tuple[int, int], *
         >>> out.shape
         torch.Size([1, 1, 28, 28])
     """
+    check_tensor("patch", patch)
     N = patch.shape[-1] if patch.dim() == 4 else 0
     sizes = check_shape("patch", patch, ("B", "C", N, N))
-    check_shape("params", params, ("B", 5), sizes)
-    F_X, F_Y, window = filterbank(params, image_size, N, eps=eps)
-    canvas = separable(patch, F_Y.transpose(1, 2), F_X.transpose(1, 2))
-    return WriteOutput(canvas * (-params[:, 4].clamp(-LOG_MAX, LOG_MAX)).exp()[:, None, None, None], window)
-
-
-class GaussianRead(nn.Module):
-    """DRAW's attentive read: a linear layer turns a state into the five parameters, then :func:`gaussian_read`.
-
-    The layer is the seed's ``[g~_X, g~_Y, log sigma^2, log delta~, log gamma] = W(h^dec)``.
-
-    Args:
-        in_features: size of the state ``h`` (DRAW: the decoder's previous hidden state).
-        N: the glimpse is ``N x N``.
-        truncate: as in :func:`gaussian_glimpse`.
-
-    Shape:
-        - images, error_images: ``(B, C, H, W)``; h: ``(B, in_features)``
-        - output: ``(B, C or 2C, N, N)``
-
-    Example:
-        >>> read = GaussianRead(16, N=5)
-        >>> out, window = read(torch.rand(3, 1, 28, 28), torch.zeros(3, 16))
-        >>> out.shape
-        torch.Size([3, 1, 5, 5])
-    """
-
-    def __init__(self, in_features: int, N: int, *, truncate: Truncate = "auto") -> None:
-        super().__init__()
-        self.N = N
-        self.truncate = truncate
-        self.params = nn.Linear(in_features, 5)
-
-    def forward(self, images: Tensor, h: Tensor, error_images: Tensor | None = None) -> ReadOutput:
-        return gaussian_read(images, self.params(h), self.N, error_images, truncate=self.truncate)
-
-
-class GaussianWrite(nn.Module):
-    """DRAW's attentive write: ``w_t = W(h)`` and the five parameters from ``h``, then :func:`gaussian_write`.
-
-    Args:
-        in_features: size of the state ``h`` (DRAW: the decoder's hidden state).
-        N: the writing patch is ``N x N``.
-        channels: channels of the canvas.
-
-    Shape:
-        - h: ``(B, in_features)``
-        - output: ``(B, channels, H, W)``
-
-    Example:
-        >>> write = GaussianWrite(16, N=5, channels=1)
-        >>> out, window = write(torch.zeros(3, 16), (28, 28))
-        >>> out.shape
-        torch.Size([3, 1, 28, 28])
-    """
-
-    def __init__(self, in_features: int, N: int, channels: int = 1) -> None:
-        super().__init__()
-        self.N = N
-        self.channels = channels
-        self.params = nn.Linear(in_features, 5)
-        self.patch = nn.Linear(in_features, channels * N * N)
-
-    def forward(self, h: Tensor, image_size: tuple[int, int]) -> WriteOutput:
-        patch = self.patch(h).view(-1, self.channels, self.N, self.N)
-        return gaussian_write(patch, self.params(h), image_size)
+    if N < 1:
+        raise FovealError(f"patch: expected an N x N patch with N >= 1, got shape {tuple(patch.shape)}")
+    _check_draw(params, image_size, N, sizes)
+    check_floating(patch=patch, params=params)
+    check_number("eps", eps, positive=False)
+    work = work_dtype(patch.dtype, params.dtype)
+    F_X, F_Y, window = _filterbank(params.to(work), image_size, N, eps)
+    canvas = separable(patch.to(work), F_Y.transpose(1, 2), F_X.transpose(1, 2))
+    inverse_gamma = (-params.to(work)[:, 4].clamp(-LOG_MAX, LOG_MAX)).exp()[:, None, None, None]
+    return WriteOutput((canvas * inverse_gamma).to(patch.dtype), _cast_window(window, params.dtype))
 
 
 __all__ = [
@@ -407,8 +440,6 @@ __all__ = [
     "Z_MAX",
     "DrawWindow",
     "Filterbank",
-    "GaussianRead",
-    "GaussianWrite",
     "ReadOutput",
     "WriteOutput",
     "draw_window",

@@ -19,7 +19,15 @@ from torch import Tensor
 from torch.autograd.function import once_differentiable
 
 from foveal._checks import check_shape
-from foveal.glimpse.crop import _check_size
+from foveal.errors import FovealError
+from foveal.glimpse._validate import (
+    check_choice,
+    check_fill_number,
+    check_floating,
+    check_image,
+    check_size,
+    check_tensor,
+)
 
 Padding = Literal["zeros", "border"]
 PADDINGS = ("zeros", "border")
@@ -30,6 +38,10 @@ PROJECTIVE_EPS = 1e-6
 
 def base_grid(size: tuple[int, int], *, align_corners: bool = False, device=None, dtype=None) -> Tensor:
     """The output grid's normalised ``(x, y, 1)``, one row per pixel, as ``F.affine_grid`` builds it.
+
+    Raises:
+        ValueError (:class:`~foveal.errors.FovealError`): a size below 1, or a ``dtype`` that is not
+            floating point (an integer grid would round every coordinate to -1, 0 or 1).
 
     Shape:
         - output: ``(h, w, 3)``
@@ -42,7 +54,9 @@ def base_grid(size: tuple[int, int], *, align_corners: bool = False, device=None
         >>> base_grid((1, 2))[..., 0]
         tensor([[-0.5000,  0.5000]])
     """
-    h, w = _check_size(size)
+    h, w = check_size("size", size)
+    if dtype is not None and not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
+        raise FovealError(f"dtype: expected a floating-point dtype, got {dtype!r}")
     xs = _normalised_centres(w, align_corners, device, dtype)
     ys = _normalised_centres(h, align_corners, device, dtype)
     grid = torch.ones(h, w, 3, device=device, dtype=dtype)
@@ -59,8 +73,12 @@ def affine_grid(theta: Tensor, size: tuple[int, int], *, align_corners: bool = F
         size: ``(h, w)`` of the output.
         align_corners: see :func:`base_grid`.
 
+    Raises:
+        ValueError (:class:`~foveal.errors.FovealError`): ``theta`` not ``(B, 2, 3)``, or not floating
+            point (an integer ``theta`` would build an integer grid: write ``theta.float()``).
+
     Shape:
-        - theta: ``(B, 2, 3)``
+        - theta: ``(B, 2, 3)``, floating point
         - output: ``(B, h, w, 2)``, the source point ``(x, y)`` of each output pixel
 
     Convention:
@@ -74,9 +92,15 @@ def affine_grid(theta: Tensor, size: tuple[int, int], *, align_corners: bool = F
         tensor([[-0.5000,  0.5000],
                 [-0.5000,  0.5000]])
     """
-    check_shape("theta", theta, (None, 2, 3))
+    _check_theta(theta, 2, size)
     base = base_grid(size, align_corners=align_corners, device=theta.device, dtype=theta.dtype)
     return torch.einsum("hwk,bik->bhwi", base, theta)
+
+
+def _check_theta(theta: Tensor, rows: int, size: tuple[int, int], sizes: dict[str, int] | None = None) -> None:
+    check_shape("theta", check_tensor("theta", theta), ("B", rows, 3), sizes)
+    check_floating(theta=theta)
+    check_size("size", size)
 
 
 def projective_grid(theta: Tensor, size: tuple[int, int], *, align_corners: bool = False) -> Tensor:
@@ -85,8 +109,11 @@ def projective_grid(theta: Tensor, size: tuple[int, int], *, align_corners: bool
     ``|p_3|`` is kept at least :data:`PROJECTIVE_EPS` (sign kept), so the grid and its gradient stay
     finite when a point reaches the horizon.
 
+    Raises:
+        ValueError (:class:`~foveal.errors.FovealError`): as :func:`affine_grid`, for a ``(B, 3, 3)`` ``theta``.
+
     Shape:
-        - theta: ``(B, 3, 3)``
+        - theta: ``(B, 3, 3)``, floating point
         - output: ``(B, h, w, 2)``
 
     Convention:
@@ -97,7 +124,7 @@ def projective_grid(theta: Tensor, size: tuple[int, int], *, align_corners: bool
         tensor([[-0.5000,  0.0000],
                 [ 0.5000,  0.0000]])
     """
-    check_shape("theta", theta, (None, 3, 3))
+    _check_theta(theta, 3, size)
     base = base_grid(size, align_corners=align_corners, device=theta.device, dtype=theta.dtype)
     p = torch.einsum("hwk,bik->bhwi", base, theta)
     z = p[..., 2:]
@@ -122,12 +149,18 @@ class BilinearSampler(torch.autograd.Function):
     no derivative of ``V``. We take the right derivative there, i.e. the pixels ``floor(x)`` (sign -1)
     and ``floor(x) + 1`` (sign +1), as ``F.grid_sample`` does; elsewhere it is the seed's formula.
 
+    A point that is not finite reads NaN, and touches no other point or sample.
+
     Shape:
-        - U: ``(B, C, H, W)``; x, y: ``(B, P)`` in pixels; output: ``(B, C, P)``
+        - U: ``(B, C, H, W)``; x, y: ``(B, P)`` in pixels, floating point, the dtype of ``U``; output: ``(B, C, P)``
     """
 
     @staticmethod
     def forward(U: Tensor, x: Tensor, y: Tensor) -> Tensor:
+        sizes = check_image("U", U)
+        check_shape("x", check_tensor("x", x), ("B", "P"), sizes)
+        check_shape("y", check_tensor("y", y), ("B", "P"), sizes)
+        check_floating(U=U, x=x, y=y)
         V = 0
         for index, inside, kx, ky, _, _ in _corners(U, x, y):
             V = V + _gather(U, index) * (kx * ky * inside)[:, None]
@@ -185,9 +218,15 @@ def bilinear_sample(
             :class:`BilinearSampler`, the seed's formula with hand-written gradients. They agree to
             rounding (tests/glimpse/test_sampler.py).
 
+    Raises:
+        ValueError (:class:`~foveal.errors.FovealError`): a shape that does not fit, tensors that are
+            not floating point or not of one dtype, an unknown ``padding``, a ``fill`` that is neither a
+            number nor ``(C,)``.
+
     Shape:
-        - images: ``(B, C, H, W)``
-        - grid: ``(B, h, w, 2)``
+        - images: ``(B, C, H, W)``, floating point
+        - grid: ``(B, h, w, 2)``, the dtype of ``images``; a point that is not finite reads NaN (in its
+          own output pixel only)
         - fill: a number or ``(C,)``
         - output: ``(B, C, h, w)``
 
@@ -202,15 +241,25 @@ def bilinear_sample(
         >>> bilinear_sample(img, grid), bilinear_sample(img, grid, fast=False)
         (tensor([[[[1.5000]]]]), tensor([[[[1.5000]]]]))
     """
-    sizes = check_shape("images", images, ("B", "C", "H", "W"))
-    check_shape("grid", grid, ("B", "h", "w", 2), sizes)
-    if padding not in PADDINGS:
-        raise ValueError(f"padding: expected one of {PADDINGS}, got {padding!r}")
+    sizes = check_image("images", images)
+    check_shape("grid", check_tensor("grid", grid), ("B", "h", "w", 2), sizes)
+    check_floating(images=images, grid=grid)
+    check_choice("padding", padding, PADDINGS)
     B, C, H, W = images.shape
-    fill_map = _fill(fill, C, images) if padding == "zeros" else None
+    fill_map = _fill(fill, C, images)  # checked whatever the padding, though only "zeros" reads it
+    fill_map = fill_map if padding == "zeros" else None
     if fill_map is not None:
         images = images - fill_map  # sample (U - fill) with zero padding, then add fill back
-    if fast:
+    if fast and padding == "border":
+        # grid_sample's border mode clamps a NaN point to no pixel at all, and its backward pass then
+        # writes out of bounds (a segmentation fault). Such a point reads pixel (0, 0) here, with no
+        # gradient (nan_to_num passes none to it), and its output is set to NaN afterwards.
+        lost = (torch.isnan(grid[..., 0]) | torch.isnan(grid[..., 1])).unsqueeze(1)  # (B, 1, h, w)
+        out = F.grid_sample(
+            images, grid.nan_to_num(0.0), mode="bilinear", padding_mode=padding, align_corners=align_corners
+        )
+        out = torch.where(lost, torch.nan, out)
+    elif fast:
         out = F.grid_sample(images, grid, mode="bilinear", padding_mode=padding, align_corners=align_corners)
     else:
         x = _to_pixels(grid[..., 0], W, align_corners)
@@ -246,7 +295,10 @@ def _normalised_centres(n: int, align_corners: bool, device, dtype) -> Tensor:
 def _fill(fill: float | Tensor, C: int, images: Tensor) -> Tensor | None:
     if isinstance(fill, Tensor):
         check_shape("fill", fill, (C,))
+        if fill.is_complex() or fill.dtype == torch.bool:
+            raise FovealError(f"fill: expected real numbers, got {fill.dtype}")
         return fill.to(images)[None, :, None, None]
+    check_fill_number("fill", fill)
     return None if fill == 0 else torch.full((1, C, 1, 1), float(fill), dtype=images.dtype, device=images.device)
 
 
@@ -269,7 +321,9 @@ def _corners(U: Tensor, x: Tensor, y: Tensor) -> list[tuple[Tensor, Tensor, Tens
     for m, kx, sign_x in ((x0, 1 - kx1, -1), (x0 + 1, kx1, 1)):
         for n, ky, sign_y in ((y0, 1 - ky1, -1), (y0 + 1, ky1, 1)):
             inside = ((m >= 0) & (m <= W - 1) & (n >= 0) & (n <= H - 1)).to(U.dtype)
-            index = (n.clamp(0, H - 1) * W + m.clamp(0, W - 1)).long()
+            # A NaN point has no pixel: it reads pixel 0 (clamp passes NaN through, and NaN has no
+            # integer), and its kernel weights, NaN themselves, make the value NaN.
+            index = (n.nan_to_num(0.0).clamp(0, H - 1) * W + m.nan_to_num(0.0).clamp(0, W - 1)).long()
             corners.append((index, inside, kx, ky, sign_x, sign_y))
     return corners
 

@@ -19,7 +19,8 @@ from typing import Literal
 import torch
 from torch import Tensor
 
-from foveal.glimpse.crop import crop
+from foveal.glimpse._validate import check_choice, work_dtype
+from foveal.glimpse.crop import CORNER_LIMIT, crop
 
 TRUNCATE_AREA_FRACTION = 0.25
 """``truncate="auto"`` takes the windowed path when the window is at most this fraction of the image
@@ -42,6 +43,8 @@ def gaussian_rows(
     positions: Tensor,
     inside: Tensor | None = None,
     eps: float = 1e-8,
+    *,
+    dtype: torch.dtype | None = None,
 ) -> Tensor:
     """``n`` Gaussians centred at ``first + r stride``, evaluated at ``positions``, each row normalised.
 
@@ -53,6 +56,9 @@ def gaussian_rows(
         positions: where each column sits, in the same units.
         inside: False where a position is off the image: it weighs zero and leaves the row sums.
         eps: added to each row's sum, so a row with no weight on the image is zero, not NaN.
+        dtype: the dtype returned; by default that of ``first`` and ``positions`` together. The
+            weights are computed in float32 when that is a 16-bit float
+            (:func:`~foveal.glimpse._validate.work_dtype`).
 
     Shape:
         - first, stride, variance: ``(*batch)``
@@ -65,7 +71,10 @@ def gaussian_rows(
         >>> A.shape, A[0].argmax(-1).tolist(), torch.allclose(A.sum(-1), torch.ones(1, 3))
         (torch.Size([1, 3, 6]), [1, 3, 5], True)
     """
-    r = torch.arange(n, device=first.device, dtype=first.dtype)
+    out_dtype = torch.promote_types(first.dtype, positions.dtype) if dtype is None else dtype
+    work = work_dtype(first.dtype, stride.dtype, variance.dtype, positions.dtype)
+    first, stride, variance, positions = (t.to(work) for t in (first, stride, variance, positions))
+    r = torch.arange(n, device=first.device, dtype=work)
     centres = first[..., None] + r * stride[..., None]  # (*batch, n)
     offsets = positions[..., None, :] - centres[..., :, None]  # (*batch, n, L)
     # Clamping the standardised offset changes no weight (exp(-Z_MAX^2 / 2) is 0 in float64) but keeps
@@ -74,7 +83,7 @@ def gaussian_rows(
     weights = torch.exp(-0.5 * z.square())
     if inside is not None:
         weights = weights * inside[..., None, :]
-    return weights / (weights.sum(-1, keepdim=True) + eps)
+    return (weights / (weights.sum(-1, keepdim=True) + eps)).to(out_dtype)
 
 
 def separable(images: Tensor, Ay: Tensor, Ax: Tensor) -> Tensor:
@@ -111,8 +120,12 @@ def separable_glimpse(
     truncate: Truncate = "auto",
     support: float = 5.0,
     eps: float = 1e-8,
+    finite: Tensor | None = None,
 ) -> Tensor:
     """The ``h x w`` Gaussian glimpse ``A_y I A_x^T``, over the whole image or the window it covers.
+
+    The callers check the arguments; the Gaussians are computed in
+    :func:`~foveal.glimpse._validate.work_dtype` (float32 for 16-bit images) and cast to the images' dtype.
 
     Args:
         images: the images.
@@ -126,9 +139,18 @@ def separable_glimpse(
             largest the batch needs and is read with one ``.item()``.
         support: how many standard deviations of each Gaussian the window keeps.
         eps: added to each row's sum (see :func:`gaussian_rows`).
+        finite: False for a sample whose parameters were not finite before they became the axes (DRAW
+            clamps them); None if the axes say it all.
+
+    A sample whose window is not finite (NaN or infinite parameters), or whose ``finite`` is False,
+    takes no part in choosing the window and is read by the dense product instead (what
+    ``truncate=False`` gives it): it would otherwise make the window NaN (which has no length) or
+    infinite, and take every other sample down with it. A finite window is taken as it is, however
+    large: with ``truncate=True``, a window many times the image costs as much memory as it spans.
 
     Shape:
         - images: ``(B, C, H, W)``
+        - finite: ``(B,)``, bool
         - output: ``(B, C, h, w)``
 
     Example:
@@ -140,35 +162,83 @@ def separable_glimpse(
         >>> dense.shape, torch.allclose(dense, windowed, atol=1e-6)
         (torch.Size([1, 2, 4, 4]), True)
     """
-    if truncate not in (True, False, "auto"):
-        raise ValueError(f"truncate: expected True, False or 'auto', got {truncate!r}")
+    check_choice("truncate", truncate, (True, False, "auto"))
     H, W = images.shape[-2:]
     h, w = size
+    work = work_dtype(images.dtype, *(t.dtype for t in (*axis_y, *axis_x)))
+    axis_y, axis_x = tuple(t.to(work) for t in axis_y), tuple(t.to(work) for t in axis_x)
     if truncate is not False:
-        (y0, ny), (x0, nx) = _window(axis_y, h, support, origin), _window(axis_x, w, support, origin)
+        y0, y_span = _window(axis_y, h, support, origin)
+        x0, x_span = _window(axis_x, w, support, origin)
+        windowed = torch.isfinite(y_span) & torch.isfinite(x_span)
+        if finite is not None:
+            windowed = windowed & finite
+        # One read from the device for the window's size and whether any sample is left to the dense product.
+        zero = y_span.new_zeros(())
+        spans = [torch.where(windowed, span, 0).amax(0) if len(span) else zero for span in (y_span, x_span)]
+        ny, nx, n_dense = (int(v) for v in torch.stack([*spans, (~windowed).sum().to(zero)]).tolist())
+        ny, nx = ny + 1, nx + 1
         if truncate is True or ny * nx <= TRUNCATE_AREA_FRACTION * H * W:
-            window = crop(images, torch.stack([x0, y0], dim=-1), (ny, nx))
-            ys = y0[:, None] + torch.arange(ny, device=images.device)  # (B, ny)
-            xs = x0[:, None] + torch.arange(nx, device=images.device)  # (B, nx)
-            Ay = gaussian_rows(*axis_y, h, ys.to(images.dtype) + origin, (ys >= 0) & (ys < H), eps)
-            Ax = gaussian_rows(*axis_x, w, xs.to(images.dtype) + origin, (xs >= 0) & (xs < W), eps)
-            return separable(window, Ay, Ax)
-    positions = origin + torch.arange(max(H, W), device=images.device, dtype=images.dtype)
-    Ay = gaussian_rows(*axis_y, h, positions[:H], None, eps)
-    Ax = gaussian_rows(*axis_x, w, positions[:W], None, eps)
+            if n_dense == 0:
+                return _windowed(images, axis_y, axis_x, (h, w), (y0, ny), (x0, nx), origin, eps)
+            # The samples left out read a harmless window at pixel 0 (torch.where passes their parameters
+            # no gradient from it), and their glimpse is then replaced by the dense product.
+            neutral = (0.0, 1.0, 1.0)
+            safe_y = tuple(torch.where(windowed, t, v) for t, v in zip(axis_y, neutral, strict=True))
+            safe_x = tuple(torch.where(windowed, t, v) for t, v in zip(axis_x, neutral, strict=True))
+            y0, x0 = torch.where(windowed, y0, 0), torch.where(windowed, x0, 0)
+            out = _windowed(images, safe_y, safe_x, (h, w), (y0, ny), (x0, nx), origin, eps)
+            left = (~windowed).nonzero().squeeze(1)
+            picked_y, picked_x = tuple(t[left] for t in axis_y), tuple(t[left] for t in axis_x)
+            return out.index_copy(0, left, _dense(images[left], picked_y, picked_x, (h, w), origin, eps))
+    return _dense(images, axis_y, axis_x, (h, w), origin, eps)
+
+
+def _dense(images: Tensor, axis_y: Axis, axis_x: Axis, size: tuple[int, int], origin: float, eps: float) -> Tensor:
+    H, W = images.shape[-2:]
+    positions = origin + torch.arange(max(H, W), device=images.device, dtype=axis_y[0].dtype)
+    Ay = gaussian_rows(*axis_y, size[0], positions[:H], None, eps, dtype=images.dtype)
+    Ax = gaussian_rows(*axis_x, size[1], positions[:W], None, eps, dtype=images.dtype)
     return separable(images, Ay, Ax)
 
 
-def _window(axis: Axis, n: int, support: float, origin: float) -> tuple[Tensor, int]:
-    """First 0-based pixel of each image's window ``(B,)`` and the window length (the batch's largest)."""
+def _windowed(
+    images: Tensor,
+    axis_y: Axis,
+    axis_x: Axis,
+    size: tuple[int, int],
+    rows: tuple[Tensor, int],
+    cols: tuple[Tensor, int],
+    origin: float,
+    eps: float,
+) -> Tensor:
+    """The glimpse from the ``ny x nx`` window of each image whose top-left pixel is ``(y0, x0)``."""
+    H, W = images.shape[-2:]
+    (y0, ny), (x0, nx) = rows, cols
+    work = axis_y[0].dtype
+    window = crop(images, torch.stack([x0, y0], dim=-1), (ny, nx))
+    ys = y0[:, None] + torch.arange(ny, device=images.device)  # (B, ny)
+    xs = x0[:, None] + torch.arange(nx, device=images.device)  # (B, nx)
+    Ay = gaussian_rows(*axis_y, size[0], ys.to(work) + origin, (ys >= 0) & (ys < H), eps, dtype=images.dtype)
+    Ax = gaussian_rows(*axis_x, size[1], xs.to(work) + origin, (xs >= 0) & (xs < W), eps, dtype=images.dtype)
+    return separable(window, Ay, Ax)
+
+
+def _window(axis: Axis, n: int, support: float, origin: float) -> tuple[Tensor, Tensor]:
+    """First 0-based pixel of each image's window and its span (last pixel minus first), each ``(B,)``.
+
+    The start is a long, clamped where int64 holds it (a window that far off the image reads nothing
+    wherever it starts); the span stays floating point, so a NaN or infinite one can be told apart.
+    """
     first, stride, variance = (t.detach() for t in axis)
     last = first + (n - 1) * stride
     reach = support * variance.sqrt()
     lo = torch.minimum(first, last) - reach - origin
     hi = torch.maximum(first, last) + reach - origin
     start = lo.floor()
-    length = int((hi.ceil() - start).max().item()) + 1
-    return start.long(), max(length, 1)
+    span = hi.ceil() - start
+    start = torch.where(torch.isfinite(span), start, 0).clamp(-CORNER_LIMIT, CORNER_LIMIT)
+    return start.long(), span
 
 
 __all__ = [

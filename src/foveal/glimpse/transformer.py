@@ -13,9 +13,19 @@ import torch
 from torch import Tensor, nn
 
 from foveal._checks import check_shape
-from foveal.glimpse.crop import _check_size
+from foveal.errors import FovealError
+from foveal.glimpse._validate import (
+    check_choice,
+    check_fill_number,
+    check_floating,
+    check_image,
+    check_module_dtype,
+    check_number,
+    check_size,
+    check_tensor,
+)
 from foveal.glimpse.gaussian import gaussian_glimpse
-from foveal.glimpse.sampler import Padding, affine_grid, bilinear_sample, projective_grid
+from foveal.glimpse.sampler import PADDINGS, Padding, affine_grid, bilinear_sample, projective_grid
 
 Transform = Literal["affine", "no_shear", "attention", "projective"]
 Read = Literal["bilinear", "gaussian"]
@@ -46,8 +56,12 @@ def transform_matrix(params: Tensor, transform: Transform) -> Tensor:
     - ``"attention"``: ``(s, t_x, t_y)`` -> ``[[s, 0, t_x], [0, s, t_y]]``.
     - ``"projective"``: 8 numbers -> ``[[a, b, c], [d, e, f], [g, h, 1]]``.
 
+    Raises:
+        ValueError (:class:`~foveal.errors.FovealError`): an unknown ``transform``, ``params`` not
+            ``(B, P)`` or not floating point.
+
     Shape:
-        - params: ``(B, P)`` with ``P`` = 6, 4, 3 or 8
+        - params: ``(B, P)`` with ``P`` = 6, 4, 3 or 8, floating point
         - output: ``(B, 2, 3)`` or ``(B, 3, 3)``
 
     Convention:
@@ -59,9 +73,9 @@ def transform_matrix(params: Tensor, transform: Transform) -> Tensor:
         tensor([[[ 0.5000,  0.0000,  0.2000],
                  [ 0.0000,  0.4000, -0.1000]]])
     """
-    if transform not in IDENTITY:
-        raise ValueError(f"transform: expected one of {tuple(IDENTITY)}, got {transform!r}")
-    check_shape("params", params, (None, len(IDENTITY[transform])))
+    check_choice("transform", transform, tuple(IDENTITY))
+    check_shape("params", check_tensor("params", params), (None, len(IDENTITY[transform])))
+    check_floating(params=params)
     zero = torch.zeros_like(params[:, 0])
     if transform == "affine":
         return params.view(-1, 2, 3)
@@ -88,8 +102,13 @@ def warp(
 ) -> TransformerOutput:
     """Sample ``images`` through ``theta`` (affine ``2 x 3`` or projective ``3 x 3``) on an ``h x w`` grid.
 
+    Raises:
+        ValueError (:class:`~foveal.errors.FovealError`): ``theta`` neither ``(B, 2, 3)`` nor
+            ``(B, 3, 3)``, batch sizes that differ, tensors that are not floating point or not of one
+            dtype, a size below 1, or a sampling option out of range.
+
     Shape:
-        - images: ``(B, C, H, W)``; theta: ``(B, 2, 3)`` or ``(B, 3, 3)``
+        - images: ``(B, C, H, W)``; theta: ``(B, 2, 3)`` or ``(B, 3, 3)``, the dtype of ``images``
         - output: ``(B, C, h, w)``; grid: ``(B, h, w, 2)``
 
     Convention:
@@ -103,7 +122,11 @@ def warp(
         >>> torch.allclose(out.output, img, atol=1e-6)
         True
     """
-    _check_size(size)
+    check_size("size", size)
+    sizes = check_image("images", images)
+    check_tensor("theta", theta)
+    check_shape("theta", theta, ("B", 3 if theta.dim() == 3 and theta.shape[1] == 3 else 2, 3), sizes)
+    check_floating(images=images, theta=theta)
     if theta.dim() == 3 and theta.shape[1:] == (3, 3):
         grid = projective_grid(theta, size, align_corners=align_corners)
     else:
@@ -124,6 +147,10 @@ def gaussian_params(
     ``True``), maps to ``s u_i + t`` and to pixel ``(v + 1) W / 2 - 0.5`` (``(v + 1) (W - 1) / 2``).
     The off-diagonal entries are ignored: use it with the ``"attention"`` or ``"no_shear"`` transforms.
 
+    Raises:
+        ValueError (:class:`~foveal.errors.FovealError`): ``theta`` not ``(B, 2, 3)`` or not floating
+            point, a size below 1, ``std`` not a finite number > 0.
+
     Shape:
         - theta: ``(B, 2, 3)``
         - output: ``(B, 6)`` = ``(mean_y, std_y, d_y, mean_x, std_x, d_x)`` in pixels
@@ -132,7 +159,10 @@ def gaussian_params(
         >>> gaussian_params(torch.eye(2, 3)[None], (60, 60), (30, 30), 0.5)  # identity: every other pixel
         tensor([[0.5000, 1.0000, 2.0000, 0.5000, 1.0000, 2.0000]])
     """
-    check_shape("theta", theta, (None, 2, 3))
+    check_shape("theta", check_tensor("theta", theta), (None, 2, 3))
+    check_floating(theta=theta)
+    in_size, out_size = check_size("in_size", in_size), check_size("out_size", out_size)
+    check_number("std", std, why="the Gaussians' width in strides")
 
     def axis(scale: Tensor, shift: Tensor, n_in: int, n_out: int) -> tuple[Tensor, Tensor, Tensor]:
         if align_corners:
@@ -167,9 +197,12 @@ def stn_glimpse(
         size: ``(h, w)`` of the glimpse.
         align_corners, padding, fill, fast: as in :func:`~foveal.glimpse.sampler.bilinear_sample`.
 
+    Raises:
+        ValueError (:class:`~foveal.errors.FovealError`): as :func:`warp`, for ``params`` ``(B, 4)``.
+
     Shape:
-        - images: ``(B, C, H, W)``
-        - params: ``(B, 4)``
+        - images: ``(B, C, H, W)``, floating point
+        - params: ``(B, 4)``, the dtype of ``images``
         - output: ``(B, C, h, w)``
 
     Convention:
@@ -189,8 +222,9 @@ def stn_glimpse(
                 [0.4000, 1.0000, 1.0000, 1.0000, 0.4000],
                 [0.1600, 0.4000, 0.4000, 0.4000, 0.1600]])
     """
-    sizes = check_shape("images", images, ("B", "C", "H", "W"))
-    check_shape("params", params, ("B", 4), sizes)
+    sizes = check_image("images", images)
+    check_shape("params", check_tensor("params", params), ("B", 4), sizes)
+    check_floating(images=images, params=params)
     theta = transform_matrix(params, "no_shear")
     return warp(images, theta, size, align_corners=align_corners, padding=padding, fill=fill, fast=fast).output
 
@@ -219,6 +253,12 @@ class SpatialTransformer(nn.Module):
             renormalised over the pixels they cover (not zero-padded); ``padding``, ``fill`` and
             ``fast`` apply to the bilinear read only.
         gaussian_std: the Gaussians' std in strides (pixels between neighbouring Gaussians).
+
+    Raises:
+        ValueError (:class:`~foveal.errors.FovealError`): an argument out of range (a ``localization``
+            that is no module, an unknown ``transform``, ``read`` or ``padding``, an ``out_size`` below 1,
+            ``gaussian_std <= 0``); in ``forward``, images that are not ``(B, C, H, W)`` of the
+            localisation net's dtype, or a localisation output that is not ``(B, P)``.
 
     Shape:
         - images: ``(B, C, H, W)``
@@ -252,19 +292,21 @@ class SpatialTransformer(nn.Module):
         gaussian_std: float = 0.5,
     ) -> None:
         super().__init__()
-        if transform not in IDENTITY:
-            raise ValueError(f"transform: expected one of {tuple(IDENTITY)}, got {transform!r}")
-        if read not in ("bilinear", "gaussian"):
-            raise ValueError(f"read: expected 'bilinear' or 'gaussian', got {read!r}")
+        if not isinstance(localization, nn.Module):
+            raise FovealError(f"localization: expected an nn.Module, got {type(localization).__name__}")
+        check_choice("transform", transform, tuple(IDENTITY))
+        check_choice("read", read, ("bilinear", "gaussian"))
         if read == "gaussian" and transform not in ("attention", "no_shear"):
-            raise ValueError(
+            raise FovealError(
                 f"read='gaussian' needs an axis-aligned transform ('attention' or 'no_shear'), got {transform!r}"
             )
-        if gaussian_std <= 0:
-            raise ValueError(f"gaussian_std: expected > 0, got {gaussian_std}")
+        check_number("gaussian_std", gaussian_std, why="the Gaussians' width in strides")
+        check_choice("padding", padding, PADDINGS)
+        if not isinstance(fill, Tensor):
+            check_fill_number("fill", fill)
         self.read, self.gaussian_std = read, gaussian_std
         self.localization = localization
-        self.out_size = _check_size(out_size)
+        self.out_size = check_size("out_size", out_size)
         self.transform = transform
         self.align_corners = align_corners
         self.padding = padding
@@ -274,8 +316,11 @@ class SpatialTransformer(nn.Module):
             init_identity_regressor(localization, transform)
 
     def forward(self, images: Tensor) -> TransformerOutput:
-        check_shape("images", images, (None, None, None, None))
+        sizes = check_image("images", images)
+        check_module_dtype(self.localization, "images", images)
         params = self.localization(images)
+        n_params = len(IDENTITY[self.transform])
+        check_shape("localization(images)", check_tensor("localization(images)", params), ("B", n_params), sizes)
         theta = transform_matrix(params, self.transform)
         if self.read == "gaussian":
             in_size = (images.shape[-2], images.shape[-1])
@@ -298,6 +343,9 @@ def init_identity_regressor(localization: nn.Module, transform: Transform) -> nn
         >>> last.bias.tolist(), float(last.weight.detach().abs().sum())
         ([1.0, 0.0, 0.0], 0.0)
     """
+    if not isinstance(localization, nn.Module):
+        raise FovealError(f"localization: expected an nn.Module, got {type(localization).__name__}")
+    check_choice("transform", transform, tuple(IDENTITY))
     linears = [m for m in localization.modules() if isinstance(m, nn.Linear)]
     identity = IDENTITY[transform]
     if not linears:

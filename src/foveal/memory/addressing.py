@@ -23,16 +23,26 @@ weighting or a very large ``gamma`` give finite outputs and finite gradients:
 The functions take ``beta >= 0``, ``g`` in ``[0, 1]``, ``s`` on the simplex and ``gamma >= 1``
 as given; :func:`foveal.memory.heads.split_head_params` maps a controller's unbounded outputs
 into those ranges (softplus, sigmoid, softmax, 1 + softplus).
+
+Every function checks its arguments (shapes, floating point, one dtype) and raises a ``ValueError``
+(:class:`~foveal.errors.FovealError` or the shape check's) naming the argument. The guards above need
+a dtype that holds ``eps``: float16 rounds 1e-8 to 0, so a zero key or a zero weighting would give
+``0 * inf``. The cosine, the content weights and the sharpening (and :func:`address` as a whole) are
+therefore computed in float32 for 16-bit inputs and cast back. Each sample is addressed on its own: a
+NaN in one sample's key, memory or parameters makes that sample's weighting NaN and no other's.
 """
 
 from __future__ import annotations
 
 import functools
+import numbers
 
 import torch
 from torch import Tensor
 
 from foveal._checks import check_shape
+from foveal.errors import FovealError
+from foveal.glimpse._validate import check_floating, check_number, check_tensor, work_dtype
 
 EPS = 1e-8
 """Default guard added under every square root, division and log."""
@@ -56,8 +66,30 @@ def cosine_similarity(key: Tensor, memory: Tensor, eps: float = EPS) -> Tensor:
         >>> cosine_similarity(torch.tensor([[[1.0, 0.0]]]), torch.tensor([[[2.0, 0.0], [0.0, 3.0]]]))
         tensor([[[1., 0.]]])
     """
-    sizes = check_shape("key", key, ("B", "H", "C"))
-    check_shape("memory", memory, ("B", "R", "C"), sizes)
+    _check(key=(key, ("B", "H", "C")), memory=(memory, ("B", "R", "C")))
+    check_number("eps", eps, positive=False)
+    dtype, work = _dtypes(key, memory)
+    return _cosine(key.to(work), memory.to(work), eps).to(dtype)
+
+
+def _check(sizes: dict[str, int] | None = None, **tensors: tuple[Tensor, tuple]) -> dict[str, int]:
+    """Check each ``name=(tensor, expected shape)``: a tensor, of that shape, floating point, one dtype."""
+    sizes = {} if sizes is None else sizes
+    for name, (tensor, expected) in tensors.items():
+        check_shape(name, check_tensor(name, tensor), expected, sizes)
+    check_floating(**{name: tensor for name, (tensor, _) in tensors.items()})
+    return sizes
+
+
+def _dtypes(*tensors: Tensor) -> tuple[torch.dtype, torch.dtype]:
+    """The dtype of the result (the inputs' together) and the one to compute in (float32 for 16-bit floats)."""
+    dtype = tensors[0].dtype
+    for tensor in tensors[1:]:
+        dtype = torch.promote_types(dtype, tensor.dtype)
+    return dtype, work_dtype(dtype)
+
+
+def _cosine(key: Tensor, memory: Tensor, eps: float) -> Tensor:
     dot = key @ memory.transpose(1, 2)
     key_norm = torch.rsqrt((key * key).sum(-1, keepdim=True) + eps)  # (B, H, 1)
     row_norm = torch.rsqrt((memory * memory).sum(-1) + eps).unsqueeze(1)  # (B, 1, R)
@@ -84,9 +116,14 @@ def content_weights(key: Tensor, memory: Tensor, beta: Tensor, eps: float = EPS)
         >>> w
         tensor([[[0.5000, 0.5000]]])
     """
-    sizes = check_shape("key", key, ("B", "H", "C"))
-    check_shape("beta", beta, ("B", "H"), sizes)
-    return (beta.unsqueeze(-1) * cosine_similarity(key, memory, eps)).softmax(dim=-1)
+    _check(key=(key, ("B", "H", "C")), memory=(memory, ("B", "R", "C")), beta=(beta, ("B", "H")))
+    check_number("eps", eps, positive=False)
+    dtype, work = _dtypes(key, memory, beta)
+    return _content(key.to(work), memory.to(work), beta.to(work), eps).to(dtype)
+
+
+def _content(key: Tensor, memory: Tensor, beta: Tensor, eps: float) -> Tensor:
+    return (beta.unsqueeze(-1) * _cosine(key, memory, eps)).softmax(dim=-1)
 
 
 def interpolate(w_content: Tensor, w_prev: Tensor, gate: Tensor) -> Tensor:
@@ -107,9 +144,11 @@ def interpolate(w_content: Tensor, w_prev: Tensor, gate: Tensor) -> Tensor:
         >>> interpolate(torch.tensor([[[1.0, 0.0]]]), torch.tensor([[[0.0, 1.0]]]), torch.tensor([[0.25]]))
         tensor([[[0.2500, 0.7500]]])
     """
-    sizes = check_shape("w_content", w_content, ("B", "H", "R"))
-    check_shape("w_prev", w_prev, ("B", "H", "R"), sizes)
-    check_shape("gate", gate, ("B", "H"), sizes)
+    _check(w_content=(w_content, ("B", "H", "R")), w_prev=(w_prev, ("B", "H", "R")), gate=(gate, ("B", "H")))
+    return _interpolate(w_content, w_prev, gate)
+
+
+def _interpolate(w_content: Tensor, w_prev: Tensor, gate: Tensor) -> Tensor:
     g = gate.unsqueeze(-1)
     return g * w_content + (1 - g) * w_prev
 
@@ -121,9 +160,9 @@ def shift_offsets(n_shifts: int) -> list[int]:
         >>> shift_offsets(3)
         [-1, 0, 1]
     """
-    if n_shifts < 1 or n_shifts % 2 == 0:
-        raise ValueError(f"n_shifts must be odd and >= 1 (shifts -k..k), got {n_shifts}")
-    k = n_shifts // 2
+    if isinstance(n_shifts, bool) or not isinstance(n_shifts, numbers.Integral) or n_shifts < 1 or n_shifts % 2 == 0:
+        raise FovealError(f"n_shifts: expected an odd integer >= 1 (shifts -k..k), got {n_shifts!r}")
+    k = int(n_shifts) // 2
     return list(range(-k, k + 1))
 
 
@@ -154,11 +193,21 @@ def circular_shift(w: Tensor, shift: Tensor) -> Tensor:
         >>> circular_shift(torch.tensor([[[1.0, 0.0, 0.0]]]), torch.tensor([[[0.0, 0.0, 1.0]]]))
         tensor([[[0., 1., 0.]]])
     """
-    sizes = check_shape("w", w, ("B", "H", "R"))
-    check_shape("shift", shift, ("B", "H", "S"), sizes)
-    n_rows, n_shifts = w.shape[-1], shift.shape[-1]
+    _check(w=(w, ("B", "H", "R")), shift=(shift, ("B", "H", "S")))
+    return _circular_shift(w, shift)
+
+
+def _check_shift(shift: Tensor, n_rows: int) -> None:
+    n_shifts = shift.shape[-1]
+    if n_shifts % 2 == 0:
+        raise FovealError(f"shift: expected an odd number of shifts S = 2k + 1 (shifts -k..k), got S={n_shifts}")
     if n_shifts > n_rows:
-        raise ValueError(f"shift: {n_shifts} shifts need at least as many memory rows, got R={n_rows}")
+        raise FovealError(f"shift: {n_shifts} shifts need at least as many memory rows, got R={n_rows}")
+
+
+def _circular_shift(w: Tensor, shift: Tensor) -> Tensor:
+    n_rows, n_shifts = w.shape[-1], shift.shape[-1]
+    _check_shift(shift, n_rows)
     shifted = w[..., _shift_index(n_rows, n_shifts, w.device)]  # (B, H, S, R)
     return (shift.unsqueeze(-1) * shifted).sum(dim=-2)
 
@@ -184,8 +233,13 @@ def sharpen(w: Tensor, gamma: Tensor, eps: float = EPS) -> Tensor:
         >>> sharpen(torch.tensor([[[0.5, 0.25, 0.25]]]), torch.tensor([[2.0]]))
         tensor([[[0.6667, 0.1667, 0.1667]]])
     """
-    sizes = check_shape("w", w, ("B", "H", "R"))
-    check_shape("gamma", gamma, ("B", "H"), sizes)
+    _check(w=(w, ("B", "H", "R")), gamma=(gamma, ("B", "H")))
+    check_number("eps", eps, positive=False)
+    dtype, work = _dtypes(w, gamma)
+    return _sharpen(w.to(work), gamma.to(work), eps).to(dtype)
+
+
+def _sharpen(w: Tensor, gamma: Tensor, eps: float) -> Tensor:
     return (gamma.unsqueeze(-1) * torch.log(w + eps)).softmax(dim=-1)
 
 
@@ -223,9 +277,23 @@ def address(
         >>> w[0].round(decimals=3)
         tensor([[0., 1., 0., 0.]])
     """
-    w_content = content_weights(key, memory, beta, eps)
-    w_gated = interpolate(w_content, w_prev, gate)
-    return sharpen(circular_shift(w_gated, shift), gamma, eps)
+    sizes = _check(
+        key=(key, ("B", "H", "C")),
+        beta=(beta, ("B", "H")),
+        gate=(gate, ("B", "H")),
+        shift=(shift, ("B", "H", "S")),
+        gamma=(gamma, ("B", "H")),
+        memory=(memory, ("B", "R", "C")),
+        w_prev=(w_prev, ("B", "H", "R")),
+    )
+    _check_shift(shift, sizes["R"])
+    check_number("eps", eps, positive=False)
+    tensors = key, beta, gate, shift, gamma, memory, w_prev
+    dtype, work = _dtypes(*tensors)
+    key, beta, gate, shift, gamma, memory, w_prev = (t.to(work) for t in tensors)
+    w_content = _content(key, memory, beta, eps)
+    w_gated = _interpolate(w_content, w_prev, gate)
+    return _sharpen(_circular_shift(w_gated, shift), gamma, eps).to(dtype)
 
 
 def read(memory: Tensor, w: Tensor) -> Tensor:
@@ -240,8 +308,7 @@ def read(memory: Tensor, w: Tensor) -> Tensor:
         >>> read(torch.tensor([[[1.0, 2.0], [3.0, 4.0]]]), torch.tensor([[[0.5, 0.5]]]))
         tensor([[[2., 3.]]])
     """
-    sizes = check_shape("memory", memory, ("B", "R", "C"))
-    check_shape("w", w, ("B", "H", "R"), sizes)
+    _check(memory=(memory, ("B", "R", "C")), w=(w, ("B", "H", "R")))
     return w @ memory
 
 
@@ -271,10 +338,12 @@ def write(memory: Tensor, w: Tensor, erase: Tensor, add: Tensor) -> Tensor:
         tensor([[[5., 6.],
                  [1., 1.]]])
     """
-    sizes = check_shape("memory", memory, ("B", "R", "C"))
-    check_shape("w", w, ("B", "H", "R"), sizes)
-    check_shape("erase", erase, ("B", "H", "C"), sizes)
-    check_shape("add", add, ("B", "H", "C"), sizes)
+    _check(
+        memory=(memory, ("B", "R", "C")),
+        w=(w, ("B", "H", "R")),
+        erase=(erase, ("B", "H", "C")),
+        add=(add, ("B", "H", "C")),
+    )
     # A product over the (few) heads; torch.prod's backward is several times slower than this.
     erased = memory
     for h in range(w.shape[1]):

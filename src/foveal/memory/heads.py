@@ -19,6 +19,8 @@ add ``a``     ``C``       identity             any real (write heads)
 
 from __future__ import annotations
 
+import math
+import numbers
 from typing import NamedTuple
 
 import torch
@@ -26,6 +28,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from foveal._checks import check_shape
+from foveal.errors import FovealError
+from foveal.glimpse._validate import check_count, check_floating, check_number, check_tensor
+from foveal.memory.addressing import shift_offsets
 
 MEMORY_INITS = ("constant", "learned", "random")
 
@@ -45,10 +50,15 @@ class HeadParams(NamedTuple):
 def head_param_size(n_cols: int, n_shifts: int, *, write: bool) -> int:
     """How many controller outputs one head needs: ``C + 1 + 1 + S + 1`` (``+ 2C`` to write).
 
+    Raises:
+        ValueError (:class:`~foveal.errors.FovealError`): ``n_cols`` below 1, ``n_shifts`` not odd and >= 1.
+
     Example:
         >>> head_param_size(20, 3, write=False), head_param_size(20, 3, write=True)
         (26, 66)
     """
+    n_cols = check_count("n_cols", n_cols)
+    shift_offsets(n_shifts)
     return n_cols + 3 + n_shifts + (2 * n_cols if write else 0)
 
 
@@ -61,8 +71,12 @@ def split_head_params(raw: Tensor, n_cols: int, n_shifts: int, *, write: bool) -
         n_shifts: ``S``, the number of allowed shifts (odd).
         write: whether the heads write (then ``erase`` and ``add`` follow the addressing part).
 
+    Raises:
+        ValueError (:class:`~foveal.errors.FovealError`): ``raw`` not ``(B, H, P)`` or not floating
+            point, sizes as in :func:`head_param_size`.
+
     Shape:
-        - raw: ``(B, H, P)`` with ``P = head_param_size(C, S, write=write)``
+        - raw: ``(B, H, P)`` with ``P = head_param_size(C, S, write=write)``, floating point
         - output: see :class:`HeadParams`
 
     Example:
@@ -70,7 +84,8 @@ def split_head_params(raw: Tensor, n_cols: int, n_shifts: int, *, write: bool) -
         >>> p.key.shape, p.gate[0, 0].item(), p.gamma[0, 0].item() >= 1
         (torch.Size([2, 1, 20]), 0.5, True)
     """
-    check_shape("raw", raw, ("B", "H", head_param_size(n_cols, n_shifts, write=write)))
+    check_shape("raw", check_tensor("raw", raw), ("B", "H", head_param_size(n_cols, n_shifts, write=write)))
+    check_floating(raw=raw)
     sizes = [n_cols, 1, 1, n_shifts, 1] + ([n_cols, n_cols] if write else [])
     parts = raw.split(sizes, dim=-1)
     key, beta, gate, shift, gamma = parts[:5]
@@ -105,6 +120,11 @@ class MemoryInit(nn.Module):
             than at ``value`` everywhere, so its rows differ and a content key can tell them apart
             from the first step (0: every row the same, as before).
 
+    Raises:
+        ValueError (:class:`~foveal.errors.FovealError`): ``n_rows`` or ``n_cols`` below 1, an unknown
+            ``kind``, ``value`` not finite, ``std`` or ``learned_std`` negative or not finite; in
+            ``forward``, a negative ``batch_size`` or a ``generator`` that is not a ``torch.Generator``.
+
     Shape:
         - output of ``forward(batch_size)``: ``(B, R, C)``
 
@@ -124,8 +144,13 @@ class MemoryInit(nn.Module):
         learned_std: float = 0.0,
     ):
         super().__init__()
-        if kind not in MEMORY_INITS:
-            raise ValueError(f"unknown memory init {kind!r}; choose from: {', '.join(MEMORY_INITS)}")
+        if not (isinstance(kind, str) and kind in MEMORY_INITS):
+            raise FovealError(f"kind: unknown memory init {kind!r}; choose from: {', '.join(MEMORY_INITS)}")
+        n_rows, n_cols = check_count("n_rows", n_rows), check_count("n_cols", n_cols)
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+            raise FovealError(f"value: expected a finite number, got {value!r}")
+        check_number("std", std, positive=False)
+        check_number("learned_std", learned_std, positive=False)
         self.n_rows, self.n_cols, self.kind, self.std = n_rows, n_cols, kind, std
         initial = torch.full((n_rows, n_cols), value)
         if kind == "learned":
@@ -136,6 +161,9 @@ class MemoryInit(nn.Module):
             self.register_buffer("memory", initial, persistent=False)
 
     def forward(self, batch_size: int, generator: torch.Generator | None = None) -> Tensor:
+        batch_size = check_count("batch_size", batch_size, minimum=0)
+        if generator is not None and not isinstance(generator, torch.Generator):
+            raise FovealError(f"generator: expected a torch.Generator or None, got {type(generator).__name__}")
         shape = (batch_size, self.n_rows, self.n_cols)
         if self.kind == "random":
             noise = torch.randn(shape, generator=generator, device=self.memory.device, dtype=self.memory.dtype)
