@@ -43,6 +43,8 @@ from foveal.glimpse import (
     crop,
     draw_window,
     filterbank,
+    gaussian_attention,
+    gaussian_attention_mask,
     gaussian_glimpse,
     gaussian_mask,
     gaussian_params,
@@ -223,6 +225,21 @@ def _make_glimpse(case: Case) -> dict:
     )
 
 
+def _mask_params(case: Case, g: torch.Generator) -> Tensor:
+    """``(mean_y, std_y, mean_x, std_x)``: a centre on, near or off the image, narrow to wide."""
+    return _seed003_params(case, g)[:, [0, 1, 3, 4]]
+
+
+def _make_attention_mask(case: Case) -> dict:
+    g = case.generator()
+    return dict(params=_mask_params(case, g), size=(case.H, case.W))
+
+
+def _make_attention(case: Case) -> dict:
+    g = case.generator()
+    return dict(images=_images(case, g), params=_mask_params(case, g))
+
+
 def _make_draw_window(case: Case) -> dict:
     g = case.generator()
     return dict(params=_draw_params(case, g), image_size=(case.H, case.W), N=case.N)
@@ -389,6 +406,15 @@ BOUNDARIES = [
         {"size": BAD_SIZES, "truncate": BAD_TRUNCATE, "support": BAD_POSITIVE, "eps": BAD_EPS},
         window=("params",),
     ),
+    Boundary(
+        "gaussian_attention_mask",
+        _make_attention_mask,
+        gaussian_attention_mask,
+        ("params",),
+        ("params",),
+        {"size": BAD_SIZES},
+    ),
+    Boundary("gaussian_attention", _make_attention, gaussian_attention, ("images", "params"), ("images", "params")),
     Boundary(
         "draw_window",
         _make_draw_window,
@@ -751,7 +777,16 @@ def test_a_poisoned_sample_stays_in_its_sample(boundary, case, data, poison):
 
 # --- float16 --------------------------------------------------------------------------------------
 
-HALF = ["gaussian_mask", "gaussian_glimpse", "draw_window", "filterbank", "gaussian_read", "gaussian_write"]
+HALF = [
+    "gaussian_mask",
+    "gaussian_attention_mask",
+    "gaussian_attention",
+    "gaussian_glimpse",
+    "draw_window",
+    "filterbank",
+    "gaussian_read",
+    "gaussian_write",
+]
 
 
 def _to(kwargs: dict, dtype: torch.dtype) -> dict:
@@ -767,10 +802,10 @@ def test_float16_filters_are_finite_where_float32_are(name, case, far):
     kwargs = boundary.make(case)
     if far:  # narrow Gaussians far off the image: every filter weight underflows, the sums are 0 + eps
         for key in ("params",):
-            if key in kwargs and kwargs[key].shape[-1] == 6:
+            if key in kwargs and kwargs[key].shape[-1] in (4, 6):  # seed 003's pixels
                 kwargs[key][:, 0] += 300.0
                 kwargs[key][:, 1] = 0.02
-            elif key in kwargs:
+            elif key in kwargs:  # DRAW's
                 kwargs[key][:, 0] = 40.0
                 kwargs[key][:, 2] = -12.0
         if "center" in kwargs:

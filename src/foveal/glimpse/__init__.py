@@ -1,5 +1,8 @@
 """Glimpses: hard crops, Gaussian filterbanks (seed 003 and DRAW) and spatial transformers (seed 004).
 
+Seed 003's image-sized Gaussian attention mask (:func:`gaussian_attention`) sits beside them: the
+same Gaussians, multiplied into the image instead of cut out of it.
+
 Every function documents its coordinate convention in a ``Convention:`` block. In short:
 crops and Gaussian glimpses take pixel coordinates (seed 003: 0-based, ``y`` parameters first;
 DRAW: 1-based, ``x`` first, as the paper writes them); spatial transformers take normalised
@@ -21,6 +24,7 @@ from foveal.glimpse.gaussian import (
     gaussian_write,
 )
 from foveal.glimpse.heads import GaussianRead, GaussianWrite
+from foveal.glimpse.mask import GaussianAttentionOutput, gaussian_attention, gaussian_attention_mask
 from foveal.glimpse.sampler import BilinearSampler, affine_grid, base_grid, bilinear_sample, projective_grid
 from foveal.glimpse.transformer import (
     SpatialTransformer,
@@ -36,6 +40,7 @@ __all__ = [
     "BilinearSampler",
     "DrawWindow",
     "Filterbank",
+    "GaussianAttentionOutput",
     "GaussianRead",
     "GaussianWrite",
     "ReadOutput",
@@ -48,6 +53,8 @@ __all__ = [
     "crop",
     "draw_window",
     "filterbank",
+    "gaussian_attention",
+    "gaussian_attention_mask",
     "gaussian_glimpse",
     "gaussian_mask",
     "gaussian_params",
