@@ -1,10 +1,35 @@
-"""Shape checks at module boundaries: one error format for the whole library."""
+"""Argument checks at module boundaries: one check and one error format for each kind of input.
+
+foveal's public functions and modules check what they are given with these, and each raises a
+``ValueError`` (a :class:`~foveal.errors.FovealError` but for :func:`check_shape`) that names the
+argument, what was expected and what came:
+
+- shapes with :func:`check_shape`; sizes, counts and ``(h, w)`` pairs with :func:`check_int`,
+  :func:`check_ints` and :func:`check_hw`; scalars with :func:`check_number`; options with
+  :func:`check_choice`;
+- every tensor that enters arithmetic is floating point, and all of one call share a dtype, the
+  module's parameters' too (:func:`check_floating`, :func:`check_module_dtype`); autocast, which
+  mixes them on purpose, is left to cast them itself;
+- 16-bit floats are accepted, and the parts whose range they cannot hold run in :func:`work_dtype`.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+import numbers
+from collections.abc import Collection, Sequence
+from typing import Literal
 
 import torch
+from torch import Tensor, nn
+
+from foveal.errors import FovealError
+
+LOW_PRECISION = (torch.float16, torch.bfloat16)
+"""The 16-bit floats, which :func:`work_dtype` replaces with float32."""
+
+Bound = Literal["> 0", ">= 0"] | None
+"""What :func:`check_number` asks of a number besides being finite."""
 
 Dim = int | str | None
 """An expected size: an int must match, a str names a size that must agree wherever it recurs,
@@ -69,3 +94,186 @@ def _describe(expected: Sequence[Dim], sizes: dict[str, int], leading: bool) -> 
         else:
             parts.append(str(want))
     return "(" + ", ".join(parts) + ")"
+
+
+def check_int(name: str, value: object, *, minimum: int = 1) -> int:
+    """``value`` as an int, or a :class:`FovealError` unless it is an integer ``>= minimum``.
+
+    A bool is refused: ``True`` heads or ``False`` rows is a mistake, not a size.
+
+    Example:
+        >>> check_int("heads", 4)
+        4
+        >>> check_int("heads", 2.5)
+        Traceback (most recent call last):
+        ...
+        foveal.errors.FovealError: heads: expected an integer >= 1, got 2.5
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+        raise FovealError(f"{name}: expected an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def check_ints(*, minimum: int = 1, **values: object) -> None:
+    """:func:`check_int` for each keyword, in order: ``check_ints(dim=dim, heads=heads)``."""
+    for name, value in values.items():
+        check_int(name, value, minimum=minimum)
+
+
+def check_hw(name: str, size: object) -> tuple[int, int]:
+    """``(h, w)`` as two ints, or a :class:`FovealError` unless it is two positive integers.
+
+    Any sequence of two entries is taken (a tuple, a list, a ``torch.Size``), and integral floats
+    (``28.0``) too; bools and fractions are not.
+
+    Example:
+        >>> check_hw("size", [28.0, 14])
+        (28, 14)
+        >>> check_hw("size", (28,))
+        Traceback (most recent call last):
+        ...
+        foveal.errors.FovealError: size: expected two positive ints (h, w), got (28,)
+    """
+    try:
+        pair = tuple(size)  # type: ignore[arg-type]
+    except TypeError:
+        raise FovealError(f"{name}: expected two positive ints (h, w), got {size!r}") from None
+    if len(pair) != 2 or not all(_positive_integral(s) for s in pair):
+        raise FovealError(f"{name}: expected two positive ints (h, w), got {pair}")
+    return int(pair[0]), int(pair[1])
+
+
+def _positive_integral(value: object) -> bool:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real | Tensor):
+        return False
+    if isinstance(value, Tensor) and (value.numel() != 1 or value.is_complex()):
+        return False
+    return math.isfinite(float(value)) and int(value) == value and value >= 1
+
+
+def check_number(name: str, value: object, *, bound: Bound = "> 0", why: str = "") -> float:
+    """``value`` as a float, or a :class:`FovealError` unless it is a finite real number within ``bound``.
+
+    Args:
+        name: the argument's name in the caller's signature.
+        value: what was passed.
+        bound: ``"> 0"`` (a scale, a temperature), ``">= 0"`` (an ``eps``, a standard deviation
+            that may be 0) or None (any finite number).
+        why: who needs the bound, said in the message.
+
+    Example:
+        >>> check_number("eps", 0.0, bound=">= 0")
+        0.0
+        >>> check_number("temperature", 0, why="it divides the score")
+        Traceback (most recent call last):
+        ...
+        foveal.errors.FovealError: temperature: expected a finite number > 0 (it divides the score), got 0
+    """
+    ok = not isinstance(value, bool) and isinstance(value, numbers.Real) and math.isfinite(value)
+    if ok and bound is not None:
+        ok = value > 0 if bound == "> 0" else value >= 0
+    if not ok:
+        expected = "a finite number" + ("" if bound is None else f" {bound}") + (f" ({why})" if why else "")
+        raise FovealError(f"{name}: expected {expected}, got {value!r}")
+    return float(value)
+
+
+def check_choice(name: str, value: object, choices: tuple) -> None:
+    """A :class:`FovealError` unless ``value`` is one of ``choices``.
+
+    Example:
+        >>> check_choice("padding", "reflect", ("zeros", "border"))
+        Traceback (most recent call last):
+        ...
+        foveal.errors.FovealError: padding: expected one of ('zeros', 'border'), got 'reflect'
+    """
+    # Only plain values are compared: a tensor or an array would answer == elementwise.
+    if not (isinstance(value, str | int) and value in choices):
+        raise FovealError(f"{name}: expected one of {choices}, got {value!r}")
+
+
+def check_tensor(name: str, value: object) -> Tensor:
+    """``value`` if it is a tensor, else a :class:`FovealError` naming what came instead."""
+    if not isinstance(value, Tensor):
+        raise FovealError(f"{name}: expected a torch.Tensor, got {type(value).__name__}")
+    return value
+
+
+def check_floating(*, optional: Collection[str] = (), **tensors: Tensor | None) -> None:
+    """Each tensor is floating point, and all share one dtype, except under autocast.
+
+    Autocast mixes dtypes on purpose and casts them itself, so a mix is left to it where it is on.
+
+    Args:
+        optional: the names of the tensors that may be None (an input the caller may leave out);
+            None in place of any other is refused like any non-tensor.
+        tensors: the tensors by their names in the caller's signature; the first speaks for the dtype.
+
+    Example:
+        >>> check_floating(query=torch.zeros(2, 3), mask=None, optional=("mask",))
+        >>> check_floating(query=torch.zeros(2, 3), key=torch.zeros(2, 3, dtype=torch.float64))
+        Traceback (most recent call last):
+        ...
+        foveal.errors.FovealError: key: expected dtype torch.float32 (the dtype of query), got torch.float64; \
+convert one to the other
+    """
+    first = None
+    for name, tensor in tensors.items():
+        if tensor is None and name in optional:
+            continue
+        check_tensor(name, tensor)
+        if not tensor.is_floating_point():
+            raise FovealError(f"{name}: expected a floating-point tensor, got {tensor.dtype}; convert it with .float()")
+        if first is None:
+            first = name, tensor
+        elif tensor.dtype != first[1].dtype and not _autocast_on(tensor):
+            raise FovealError(
+                f"{name}: expected dtype {first[1].dtype} (the dtype of {first[0]}), got {tensor.dtype}; "
+                "convert one to the other"
+            )
+
+
+def check_module_dtype(module: nn.Module, *, optional: Collection[str] = (), **tensors: Tensor | None) -> None:
+    """:func:`check_floating`, and the tensors have the dtype of ``module``'s parameters (except under autocast).
+
+    Example:
+        >>> check_module_dtype(nn.Linear(3, 2), x=torch.zeros(1, 3, dtype=torch.float64))
+        Traceback (most recent call last):
+        ...
+        foveal.errors.FovealError: x: expected dtype torch.float32 (the module's parameters), got torch.float64; \
+convert the input, or the module with module.to(torch.float64)
+    """
+    check_floating(optional=optional, **tensors)
+    parameter = next(module.parameters(), None)
+    present = [(name, tensor) for name, tensor in tensors.items() if tensor is not None]
+    if parameter is None or not present:
+        return
+    # check_floating has made the tensors one dtype, so the first speaks for all of them.
+    name, tensor = present[0]
+    if tensor.dtype != parameter.dtype and not _autocast_on(tensor):
+        raise FovealError(
+            f"{name}: expected dtype {parameter.dtype} (the module's parameters), got {tensor.dtype}; "
+            f"convert the input, or the module with module.to({tensor.dtype})"
+        )
+
+
+def _autocast_on(tensor: Tensor) -> bool:
+    return torch.is_autocast_enabled(tensor.device.type)
+
+
+def work_dtype(*dtypes: torch.dtype) -> torch.dtype:
+    """The dtype to compute in: the promotion of ``dtypes``, with float32 in place of a 16-bit float.
+
+    float16 tops out at 65504 and rounds 1e-8 to 0, so ``exp(log sigma^2)``, a squared standardised
+    distance, a sharpening power or the ``eps`` of a sum overflow or vanish where float32 holds them,
+    and a row with no weight becomes ``0 / 0``. bfloat16 has the range but not the precision: its
+    pixel coordinates are off by a pixel beyond 256. Both get float32, and the caller casts back.
+
+    Example:
+        >>> work_dtype(torch.float16), work_dtype(torch.float32, torch.float64)
+        (torch.float32, torch.float64)
+    """
+    result = dtypes[0]
+    for dtype in dtypes[1:]:
+        result = torch.promote_types(result, dtype)
+    return torch.float32 if result in LOW_PRECISION else result

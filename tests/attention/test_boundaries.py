@@ -9,27 +9,25 @@ Three properties, drawn by hypothesis over shapes, ranks, dtypes and masks:
 - a NaN or Inf at a masked (padded) position changes neither the output nor any gradient: the
   poisoned run equals the clean one, and the gradient at the poisoned position is zero.
 
-Every test counts its cases per boundary in ``CASES``; set ``FOVEAL_CASE_COUNTS=path.json`` to have the
-counts written when the module finishes.
+Every test counts its cases per boundary in ``CASES`` (``FOVEAL_CASE_COUNTS``: see tests/_boundaries.py, which
+holds what this suite shares with the glimpse and memory ones).
 """
 
 from __future__ import annotations
 
 import inspect
-import json
 import math
-import os
-from collections import Counter
 from collections.abc import Callable, Sequence
 
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from torch import Tensor, nn
 from torch.testing import assert_close
 
 import foveal  # noqa: F401  (importing the package registers every module)
+from _boundaries import DTYPES, POISONS, assert_refused, counted_cases, examples
 from foveal.attention import (
     NON_LOCAL_SIMILARITIES,
     NORMALIZERS,
@@ -62,40 +60,13 @@ from foveal.attention import (
 from foveal.attention.coattention import masked_mean
 from foveal.registry import ATTENTION
 
-CASES: Counter[str] = Counter()
+CASES, _report_case_counts = counted_cases("attention")
 # Examples per test (per parametrised case); the whole module runs in about half a minute on one core.
-MANY = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-SOME = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-FEW = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-POISONS = st.sampled_from([math.nan, math.inf, -math.inf])
-DTYPES = st.sampled_from([torch.float32, torch.float64])
+MANY, SOME, FEW = examples(100), examples(60), examples(25)
 SEEDS = st.integers(0, 2**16)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _report_case_counts():
-    yield
-    path = os.environ.get("FOVEAL_CASE_COUNTS")
-    if path:
-        with open(path, "w") as f:
-            json.dump(dict(sorted(CASES.items())), f, indent=1)
-
-
 # --- helpers -------------------------------------------------------------------------------------
-
-
-def assert_refused(call: Callable[[], object], *names: str) -> str:
-    """``call()`` raises ValueError from foveal's code (not torch's) with a message naming one of ``names``."""
-    with pytest.raises(ValueError) as info:
-        call()
-    frame = info.tb
-    while frame.tb_next is not None:
-        frame = frame.tb_next
-    where = frame.tb_frame.f_code.co_filename
-    assert f"{os.sep}foveal{os.sep}" in where and "site-packages" not in where, f"raised in {where}: {info.value}"
-    message = str(info.value)
-    assert any(name in message for name in names), f"{message!r} names none of {names}"
-    return message
 
 
 def _randn(generator: torch.Generator, *shape: int, dtype: torch.dtype = torch.float64) -> Tensor:

@@ -12,26 +12,22 @@ Drawn by hypothesis over batch and image sizes, ranks, dtypes, options and poiso
   same batch unpoisoned otherwise);
 - float16 gives finite filters and glimpses wherever float32 does.
 
-Every test counts its cases per boundary in ``CASES``; set ``FOVEAL_CASE_COUNTS=path.json`` to have the
-counts written when the module finishes.
+Every test counts its cases per boundary in ``CASES`` (``FOVEAL_CASE_COUNTS``: see tests/_boundaries.py, which
+holds what this suite shares with the attention and memory ones).
 """
 
 from __future__ import annotations
 
-import json
 import math
-import os
-from collections import Counter
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from torch import Tensor, nn
 
+from _boundaries import DTYPES, POISONS, Boundary, assert_refused, batch_leaves, counted_cases, examples
 from foveal.glimpse import (
     BilinearSampler,
     GaussianRead,
@@ -58,37 +54,8 @@ from foveal.glimpse import (
 )
 from foveal.glimpse.transformer import IDENTITY
 
-CASES: Counter[str] = Counter()
-MANY = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-SOME = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-FEW = settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-POISONS = st.sampled_from([math.nan, math.inf, -math.inf])
-DTYPES = st.sampled_from([torch.float32, torch.float64])
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _report_case_counts():
-    yield
-    path = os.environ.get("FOVEAL_CASE_COUNTS")
-    if path:
-        counts = json.loads(Path(path).read_text()) if os.path.exists(path) else {}
-        counts.update({f"glimpse.{name}": n for name, n in sorted(CASES.items())})
-        with open(path, "w") as f:
-            json.dump(counts, f, indent=1)
-
-
-def assert_refused(call: Callable[[], object], *names: str) -> str:
-    """``call()`` raises ValueError from foveal's code (not torch's) with a message naming one of ``names``."""
-    with pytest.raises(ValueError) as info:
-        call()
-    frame = info.tb
-    while frame.tb_next is not None:
-        frame = frame.tb_next
-    where = frame.tb_frame.f_code.co_filename
-    assert f"{os.sep}foveal{os.sep}" in where and "site-packages" not in where, f"raised in {where}: {info.value}"
-    message = str(info.value)
-    assert any(name in message for name in names), f"{message!r} names none of {names}"
-    return message
+CASES, _report_case_counts = counted_cases("glimpse")
+MANY, SOME, FEW = examples(40), examples(25), examples(12)
 
 
 # --- cases and boundaries -------------------------------------------------------------------------
@@ -125,28 +92,6 @@ def cases(draw, min_batch: int = 1, dtypes=DTYPES) -> Case:
         dtype=draw(dtypes),
         seed=draw(st.integers(0, 2**16)),
     )
-
-
-@dataclass(frozen=True)
-class Boundary:
-    """One public function or module, as the tests drive it.
-
-    ``make`` builds the keyword arguments of a valid call, ``call`` makes it. ``batch`` names the
-    batch-first tensors in the order the boundary checks them (the first one binds ``B``); ``floats``
-    those that must be floating point; ``bad`` maps each non-tensor argument to values it must refuse;
-    ``window`` names the tensors whose poison takes a sample out of the batch's Gaussian window.
-    """
-
-    name: str
-    make: Callable[[Case], dict]
-    call: Callable[..., object]
-    batch: tuple[str, ...] = ()
-    floats: tuple[str, ...] = ()
-    bad: dict[str, tuple] = field(default_factory=dict)
-    window: tuple[str, ...] = ()
-
-    def __repr__(self) -> str:
-        return self.name
 
 
 BAD_SIZES = ((0, 3), (3, -1), (2.5, 3), (True, 3), (3,), (3, 3, 3), None, "33")
@@ -544,15 +489,6 @@ def _batch_size(kwargs: dict, boundary: Boundary) -> int:
     return next(kwargs[name].shape[0] for name in boundary.batch if kwargs[name] is not None)
 
 
-def _leaves(result: object, B: int) -> list[Tensor]:
-    """Every batch-first tensor of a result (a tensor, or NamedTuples of them, nested)."""
-    if isinstance(result, Tensor):
-        return [result] if result.dim() >= 1 and result.shape[0] == B else []
-    if isinstance(result, tuple):
-        return [leaf for item in result for leaf in _leaves(item, B)]
-    return []
-
-
 # --- valid calls ----------------------------------------------------------------------------------
 
 
@@ -566,7 +502,7 @@ def test_valid_calls_give_finite_values(boundary, case):
     if isinstance(result, nn.Module):  # init_identity_regressor returns the layer it set
         assert result.bias.tolist() == pytest.approx(list(IDENTITY[kwargs["transform"]]))
         return
-    leaves = _leaves(result, case.B) if boundary.batch else [result]
+    leaves = batch_leaves(result, case.B) if boundary.batch else [result]
     assert leaves
     for leaf in leaves:
         assert torch.isfinite(leaf).all() if leaf.is_floating_point() else True
@@ -582,15 +518,7 @@ def test_valid_calls_give_finite_values(boundary, case):
 @given(case=cases(), data=st.data())
 def test_a_wrong_rank_is_refused_by_name(boundary, case, data):
     CASES[f"{boundary.name} (rank)"] += 1
-    kwargs = boundary.make(case)
-    names = [n for n in (*boundary.batch, *boundary.floats) if isinstance(kwargs.get(n), Tensor)]
-    name = data.draw(st.sampled_from(sorted(set(names))), label="tensor")
-    tensor = kwargs[name]
-    if data.draw(st.booleans(), label="add a dim") or tensor.dim() == 0:
-        kwargs[name] = tensor.unsqueeze(0)
-    else:
-        kwargs[name] = tensor[..., 0]
-    assert_refused(lambda: boundary.call(**kwargs), name)
+    boundary.refuses_a_wrong_rank(boundary.make(case), data)
 
 
 @pytest.mark.parametrize("boundary", [b for b in WITH_BATCH if len(b.batch) > 1], ids=repr)
@@ -615,24 +543,7 @@ def test_batch_sizes_that_differ_are_refused_by_name(boundary, case, data):
 @given(case=cases(), data=st.data())
 def test_integer_or_mixed_dtypes_are_refused_by_name(boundary, case, data):
     CASES[f"{boundary.name} (dtype)"] += 1
-    kwargs = boundary.make(case)
-    name = data.draw(st.sampled_from([n for n in boundary.floats if kwargs.get(n) is not None]), label="tensor")
-    other = torch.float64 if case.dtype == torch.float32 else torch.float32
-    change = data.draw(st.sampled_from(["int64", "int32", "bool", "other float", "list"]), label="change")
-    tensor = kwargs[name]
-    kwargs[name] = {
-        "int64": lambda: tensor.round().long(),
-        "int32": lambda: tensor.round().int(),
-        "bool": lambda: tensor > 0.5,
-        "other float": lambda: tensor.to(other),
-        "list": lambda: tensor.tolist(),
-    }[change]()
-    floats = [n for n in boundary.floats if kwargs.get(n) is not None]
-    if change == "other float" and len(floats) == 1 and "module" not in kwargs:
-        # A lone floating-point tensor may be of any float dtype: that is no mix.
-        boundary.call(**kwargs)
-        return
-    assert_refused(lambda: boundary.call(**kwargs), name)
+    boundary.refuses_a_wrong_dtype(boundary.make(case), data, boundary.floats)
 
 
 @pytest.mark.parametrize("boundary", [b for b in BOUNDARIES if b.bad], ids=repr)
@@ -640,10 +551,7 @@ def test_integer_or_mixed_dtypes_are_refused_by_name(boundary, case, data):
 @given(case=cases(), data=st.data())
 def test_bad_sizes_and_options_are_refused_by_name(boundary, case, data):
     CASES[f"{boundary.name} (sizes, options)"] += 1
-    kwargs = boundary.make(case)
-    name = data.draw(st.sampled_from(sorted(boundary.bad)), label="argument")
-    kwargs[name] = data.draw(st.sampled_from(boundary.bad[name]), label="value")
-    assert_refused(lambda: boundary.call(**kwargs), name)
+    boundary.refuses_a_bad_value(boundary.make(case), data)
 
 
 def test_crop_refuses_bool_and_complex_boxes():
@@ -707,72 +615,12 @@ def test_bad_constructor_arguments_are_refused_by_name(name, build, argument, ba
 # --- poisoned samples -----------------------------------------------------------------------------
 
 
-def _run(boundary: Boundary, kwargs: dict, B: int) -> tuple[list[Tensor], dict[str, Tensor]]:
-    """The boundary's batch-first outputs and the input gradients of a fixed projection of them."""
-    leaves = {}
-    for name in boundary.batch:
-        tensor = kwargs.get(name)
-        if isinstance(tensor, Tensor) and tensor.is_floating_point():
-            leaves[name] = tensor.detach().clone().requires_grad_(True)
-    result = boundary.call(**{**kwargs, **leaves})
-    outputs = _leaves(result, B)
-    generator = torch.Generator().manual_seed(7)
-    loss = 0
-    for out in outputs:
-        if out.is_floating_point() and out.requires_grad:
-            weights = torch.randn((B, *out.shape[1:]), generator=generator, dtype=torch.float64).to(out.dtype)
-            loss = loss + (out * weights).sum()
-    grads = {}
-    if isinstance(loss, Tensor):
-        found = torch.autograd.grad(loss, list(leaves.values()), allow_unused=True)
-        grads = {name: grad for name, grad in zip(leaves, found, strict=True) if grad is not None}
-    return [out.detach() for out in outputs], grads
-
-
-def _without(boundary: Boundary, kwargs: dict, victim: int, donor: int) -> dict:
-    """``kwargs`` with sample ``victim`` a copy of sample ``donor``: for the window, the batch without the victim.
-
-    A copy rather than a smaller batch keeps the batch size, and with it the exact rounding of
-    torch's own layers (an ``nn.Linear`` rounds a batch of one differently from a batch of two).
-    """
-    copied = {}
-    for name, value in kwargs.items():
-        if name in boundary.batch and isinstance(value, Tensor):
-            value = value.clone()
-            value[victim] = value[donor]
-        copied[name] = value
-    return copied
-
-
 @pytest.mark.parametrize("boundary", WITH_BATCH, ids=repr)
 @MANY
 @given(case=cases(min_batch=2), data=st.data(), poison=POISONS)
 def test_a_poisoned_sample_stays_in_its_sample(boundary, case, data, poison):
     CASES[f"{boundary.name} (poisoned sample)"] += 1
-    kwargs = boundary.make(case)
-    B = case.B
-    targets = [n for n in boundary.batch if isinstance(kwargs.get(n), Tensor) and kwargs[n].is_floating_point()]
-    name = data.draw(st.sampled_from(targets), label="poisoned tensor")
-    victim = data.draw(st.integers(0, B - 1), label="victim")
-    sample = kwargs[name][victim]
-    where = data.draw(st.integers(0, max(sample.numel() - 1, 0)), label="element")
-    poisoned = dict(kwargs)
-    poisoned[name] = kwargs[name].clone()
-    poisoned[name][victim].view(-1)[where] = poison  # a view of a fresh tensor: writes through
-    others = [i for i in range(B) if i != victim]
-
-    dirty_out, dirty_grads = _run(boundary, poisoned, B)
-    # A poison in what sizes the window takes the sample out of it: the others are as if it were not there.
-    clean = _without(boundary, kwargs, victim, donor=others[0]) if name in boundary.window else kwargs
-    clean_out, clean_grads = _run(boundary, clean, B)
-    assert len(dirty_out) == len(clean_out)
-    for i, (dirty, reference) in enumerate(zip(dirty_out, clean_out, strict=True)):
-        assert torch.isfinite(reference[others]).all(), f"output {i}: the clean run is not finite"
-        torch.testing.assert_close(dirty[others], reference[others], rtol=0, atol=0, msg=f"output {i} of the others")
-    for grad_name, reference in clean_grads.items():
-        dirty = dirty_grads[grad_name]
-        assert torch.isfinite(reference[others]).all(), f"gradient of {grad_name}: the clean run is not finite"
-        torch.testing.assert_close(dirty[others], reference[others], rtol=0, atol=0, msg=f"gradient of {grad_name}")
+    boundary.keeps_a_poison_in_its_sample(boundary.make(case), case.B, data, poison)
 
 
 # --- float16 --------------------------------------------------------------------------------------
@@ -811,8 +659,8 @@ def test_float16_filters_are_finite_where_float32_are(name, case, far):
         if "center" in kwargs:
             kwargs["center"] = kwargs["center"] + 300.0
     half = _to(kwargs, torch.float16)
-    reference = _leaves(boundary.call(**_to(half, torch.float32)), case.B)
-    result = _leaves(boundary.call(**half), case.B)
+    reference = batch_leaves(boundary.call(**_to(half, torch.float32)), case.B)
+    result = batch_leaves(boundary.call(**half), case.B)
     for ref, out in zip(reference, result, strict=True):
         assert out.dtype == torch.float16
         finite = torch.isfinite(ref) & (ref.abs() < 6e4)  # beyond 65504 float16 has only inf

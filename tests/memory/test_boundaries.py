@@ -10,26 +10,23 @@ Drawn by hypothesis over batch, head, row and column counts, ranks, dtypes and p
   output and input gradients are finite and exactly what they are without it;
 - float16 addressing is finite wherever float32 is (a zero key, a zero memory, a zero weighting).
 
-Every test counts its cases per boundary in ``CASES``; set ``FOVEAL_CASE_COUNTS=path.json`` to have the
-counts written when the module finishes.
+Every test counts its cases per boundary in ``CASES`` (``FOVEAL_CASE_COUNTS``: see tests/_boundaries.py, which
+holds what this suite shares with the attention and glimpse ones).
 """
 
 from __future__ import annotations
 
-import json
 import math
-import os
-from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from torch import Tensor
 
+from _boundaries import DTYPES, POISONS, Boundary, assert_refused, batch_leaves, counted_cases, examples
 from foveal.memory import (
     MemoryInit,
     address,
@@ -45,36 +42,8 @@ from foveal.memory import (
     write,
 )
 
-CASES: Counter[str] = Counter()
-MANY = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-FEW = settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-POISONS = st.sampled_from([math.nan, math.inf, -math.inf])
-DTYPES = st.sampled_from([torch.float32, torch.float64])
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _report_case_counts():
-    yield
-    path = os.environ.get("FOVEAL_CASE_COUNTS")
-    if path:
-        counts = json.loads(Path(path).read_text()) if os.path.exists(path) else {}
-        counts.update({f"memory.{name}": n for name, n in sorted(CASES.items())})
-        with open(path, "w") as f:
-            json.dump(counts, f, indent=1)
-
-
-def assert_refused(call: Callable[[], object], *names: str) -> str:
-    """``call()`` raises ValueError from foveal's code (not torch's) with a message naming one of ``names``."""
-    with pytest.raises(ValueError) as info:
-        call()
-    frame = info.tb
-    while frame.tb_next is not None:
-        frame = frame.tb_next
-    where = frame.tb_frame.f_code.co_filename
-    assert f"{os.sep}foveal{os.sep}" in where and "site-packages" not in where, f"raised in {where}: {info.value}"
-    message = str(info.value)
-    assert any(name in message for name in names), f"{message!r} names none of {names}"
-    return message
+CASES, _report_case_counts = counted_cases("memory")
+MANY, FEW = examples(40), examples(12)
 
 
 @dataclass(frozen=True)
@@ -102,20 +71,6 @@ def cases(draw, min_batch: int = 1, dtypes=DTYPES) -> Case:
         dtype=draw(dtypes),
         seed=draw(st.integers(0, 2**16)),
     )
-
-
-@dataclass(frozen=True)
-class Boundary:
-    """One public function, as the tests drive it (see tests/glimpse/test_boundaries.py)."""
-
-    name: str
-    make: Callable[[Case], dict]
-    call: Callable[..., object]
-    batch: tuple[str, ...] = ()
-    bad: dict[str, tuple] = field(default_factory=dict)
-
-    def __repr__(self) -> str:
-        return self.name
 
 
 def _tensors(case: Case, zero: float = 0.0) -> dict[str, Tensor]:
@@ -170,7 +125,7 @@ BAD_COUNTS = (0, -1, 2.5, True, "3", None)
 BAD_SHIFTS = (0, -1, 2, 4, 2.5, True, "3", None)
 
 BOUNDARIES = [
-    Boundary("cosine_similarity", _args("key", "memory"), cosine_similarity, ("key", "memory"), {"eps": BAD_EPS}),
+    Boundary("cosine_similarity", _args("key", "memory"), cosine_similarity, ("key", "memory"), bad={"eps": BAD_EPS}),
     Boundary(
         "content_weights", _args("key", "memory", "beta"), content_weights, ("key", "memory", "beta"), {"eps": BAD_EPS}
     ),
@@ -186,14 +141,14 @@ BOUNDARIES = [
         lambda c: dict(w=_tensors(c)["w_prev"], gamma=_tensors(c)["gamma"]),
         sharpen,
         ("w", "gamma"),
-        {"eps": BAD_EPS},
+        bad={"eps": BAD_EPS},
     ),
     Boundary(
         "address",
         _args("key", "beta", "gate", "shift", "gamma", "memory", "w_prev"),
         address,
         ("key", "beta", "gate", "shift", "gamma", "memory", "w_prev"),
-        {"eps": BAD_EPS},
+        bad={"eps": BAD_EPS},
     ),
     Boundary("read", lambda c: dict(memory=_tensors(c)["memory"], w=_tensors(c)["w_prev"]), read, ("memory", "w")),
     Boundary(
@@ -205,15 +160,13 @@ BOUNDARIES = [
         ("memory", "w", "erase", "add"),
     ),
     Boundary(
-        "split_head_params", _make_split, split_head_params, ("raw",), {"n_cols": BAD_COUNTS, "n_shifts": BAD_SHIFTS}
+        "split_head_params",
+        _make_split,
+        split_head_params,
+        ("raw",),
+        bad={"n_cols": BAD_COUNTS, "n_shifts": BAD_SHIFTS},
     ),
 ]
-
-
-def _outputs(result: object) -> list[Tensor]:
-    if isinstance(result, Tensor):
-        return [result]
-    return [t for t in result if isinstance(t, Tensor)]
 
 
 # --- valid calls ----------------------------------------------------------------------------------
@@ -228,7 +181,9 @@ def test_valid_calls_give_finite_values(boundary, case, zero):
     if zero:  # zero keys, rows and weightings: every guard in play
         tensors = _tensors(case, zero)
         kwargs = {k: tensors.get(k, v) if k in tensors else v for k, v in kwargs.items()}
-    for out in _outputs(boundary.call(**kwargs)):
+    outputs = batch_leaves(boundary.call(**kwargs), case.B)
+    assert outputs
+    for out in outputs:
         assert out.dtype == case.dtype and torch.isfinite(out).all()
     if boundary.name in ("content_weights", "sharpen", "address"):
         torch.testing.assert_close(out.sum(-1), torch.ones_like(out[..., 0]))
@@ -242,11 +197,7 @@ def test_valid_calls_give_finite_values(boundary, case, zero):
 @given(case=cases(), data=st.data())
 def test_a_wrong_rank_is_refused_by_name(boundary, case, data):
     CASES[f"{boundary.name} (rank)"] += 1
-    kwargs = boundary.make(case)
-    name = data.draw(st.sampled_from(boundary.batch), label="tensor")
-    tensor = kwargs[name]
-    kwargs[name] = tensor.unsqueeze(0) if data.draw(st.booleans(), label="add a dim") else tensor[..., 0]
-    assert_refused(lambda: boundary.call(**kwargs), name)
+    boundary.refuses_a_wrong_rank(boundary.make(case), data)
 
 
 SHAPES = {
@@ -289,21 +240,7 @@ def test_sizes_that_differ_are_refused_by_name(boundary, case, data):
 @given(case=cases(), data=st.data())
 def test_integer_or_mixed_dtypes_are_refused_by_name(boundary, case, data):
     CASES[f"{boundary.name} (dtype)"] += 1
-    kwargs = boundary.make(case)
-    name = data.draw(st.sampled_from(boundary.batch), label="tensor")
-    other = torch.float64 if case.dtype == torch.float32 else torch.float32
-    change = data.draw(st.sampled_from(["int64", "bool", "other float", "list"]), label="change")
-    tensor = kwargs[name]
-    kwargs[name] = {
-        "int64": lambda: tensor.round().long(),
-        "bool": lambda: tensor > 0.5,
-        "other float": lambda: tensor.to(other),
-        "list": lambda: tensor.tolist(),
-    }[change]()
-    if change == "other float" and len(boundary.batch) == 1:
-        boundary.call(**kwargs)  # a lone tensor may be of any float dtype
-        return
-    assert_refused(lambda: boundary.call(**kwargs), name)
+    boundary.refuses_a_wrong_dtype(boundary.make(case), data, boundary.batch)
 
 
 @pytest.mark.parametrize("boundary", [b for b in BOUNDARIES if b.bad], ids=repr)
@@ -311,10 +248,7 @@ def test_integer_or_mixed_dtypes_are_refused_by_name(boundary, case, data):
 @given(case=cases(), data=st.data())
 def test_bad_numbers_are_refused_by_name(boundary, case, data):
     CASES[f"{boundary.name} (sizes, options)"] += 1
-    kwargs = boundary.make(case)
-    name = data.draw(st.sampled_from(sorted(boundary.bad)), label="argument")
-    kwargs[name] = data.draw(st.sampled_from(boundary.bad[name]), label="value")
-    assert_refused(lambda: boundary.call(**kwargs), name)
+    boundary.refuses_a_bad_value(boundary.make(case), data)
 
 
 @FEW
@@ -374,36 +308,12 @@ def test_memory_init_forward_refuses_bad_batch_sizes(kind, batch):
 # --- poisoned samples -----------------------------------------------------------------------------
 
 
-def _run(boundary: Boundary, kwargs: dict) -> tuple[list[Tensor], dict[str, Tensor]]:
-    leaves = {name: kwargs[name].detach().clone().requires_grad_(True) for name in boundary.batch}
-    outputs = _outputs(boundary.call(**{**kwargs, **leaves}))
-    generator = torch.Generator().manual_seed(7)
-    loss = sum((out * torch.randn(out.shape, generator=generator, dtype=out.dtype)).sum() for out in outputs)
-    found = torch.autograd.grad(loss, list(leaves.values()), allow_unused=True)
-    return [out.detach() for out in outputs], {n: g for n, g in zip(leaves, found, strict=True) if g is not None}
-
-
 @pytest.mark.parametrize("boundary", BOUNDARIES, ids=repr)
 @MANY
 @given(case=cases(min_batch=2), data=st.data(), poison=POISONS)
 def test_a_poisoned_sample_stays_in_its_sample(boundary, case, data, poison):
     CASES[f"{boundary.name} (poisoned sample)"] += 1
-    kwargs = boundary.make(case)
-    name = data.draw(st.sampled_from(boundary.batch), label="poisoned tensor")
-    victim = data.draw(st.integers(0, case.B - 1), label="victim")
-    where = data.draw(st.integers(0, kwargs[name][victim].numel() - 1), label="element")
-    poisoned = dict(kwargs)
-    poisoned[name] = kwargs[name].clone()
-    poisoned[name][victim].view(-1)[where] = poison
-    others = [i for i in range(case.B) if i != victim]
-    dirty_out, dirty_grads = _run(boundary, poisoned)
-    clean_out, clean_grads = _run(boundary, kwargs)
-    for i, (dirty, clean) in enumerate(zip(dirty_out, clean_out, strict=True)):
-        assert torch.isfinite(clean[others]).all(), f"output {i}: the clean run is not finite"
-        torch.testing.assert_close(dirty[others], clean[others], rtol=0, atol=0, msg=f"output {i} of the others")
-    for grad_name, clean in clean_grads.items():
-        assert torch.isfinite(clean[others]).all(), f"gradient of {grad_name}: the clean run is not finite"
-        torch.testing.assert_close(dirty_grads[grad_name][others], clean[others], rtol=0, atol=0, msg=grad_name)
+    boundary.keeps_a_poison_in_its_sample(boundary.make(case), case.B, data, poison)
 
 
 # --- float16 --------------------------------------------------------------------------------------

@@ -24,8 +24,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor, nn
 
-from foveal._checks import check_shape
-from foveal.attention._validate import check_module_dtype, check_size, check_sizes
+from foveal._checks import check_int, check_ints, check_module_dtype, check_shape
 from foveal.attention.core import Additive, masked_softmax
 from foveal.errors import FovealError
 from foveal.registry import ATTENTION
@@ -70,7 +69,7 @@ class ChannelAttention(nn.Module):
     def __init__(self, dim: int, *, q_dim: int | None = None, k_dim: int = 32) -> None:
         super().__init__()
         q_dim = dim if q_dim is None else q_dim
-        check_sizes(dim=dim, q_dim=q_dim, k_dim=k_dim)
+        check_ints(dim=dim, q_dim=q_dim, k_dim=k_dim)
         self.W_c = nn.Parameter(torch.randn(k_dim) / math.sqrt(k_dim))
         self.b_c = nn.Parameter(torch.randn(dim, k_dim) / math.sqrt(k_dim))
         self.W_hc = nn.Linear(q_dim, k_dim, bias=False)
@@ -144,9 +143,9 @@ class CrossLayerAttention(nn.Module):
         layer_dims = (dim, dim) if layer_dims is None else tuple(layer_dims)
         if len(layer_dims) == 0:
             raise FovealError("layer_dims: need at least one layer")
-        check_sizes(dim=dim, k_dim=k_dim, **({} if q_dim is None else {"q_dim": q_dim}))
+        check_ints(dim=dim, k_dim=k_dim, **({} if q_dim is None else {"q_dim": q_dim}))
         for l, c in enumerate(layer_dims):
-            check_size(f"layer_dims[{l}]", c)
+            check_int(f"layer_dims[{l}]", c)
         self.project = nn.ModuleList(nn.Linear(c, dim) for c in layer_dims)
         self.score = Additive(dim if q_dim is None else q_dim, dim, k_dim)
 

@@ -26,8 +26,8 @@ from typing import NamedTuple
 import torch
 from torch import Tensor, nn
 
-from foveal._checks import check_shape
-from foveal.attention._validate import check_mask, check_module_dtype, check_sizes, drop_padding
+from foveal._checks import check_ints, check_module_dtype, check_shape
+from foveal.attention._masks import check_mask, drop_padding
 from foveal.attention.core import Bilinear, masked_softmax
 from foveal.attention.spatial import SpatialAttention
 from foveal.errors import FovealError
@@ -56,7 +56,7 @@ class CoAttentionOutput(NamedTuple):
 
 def _check_inputs(module: nn.Module, V: Tensor, Q: Tensor, mask: Tensor | None, v_Q: Tensor | None) -> Tensor:
     """Check the inputs every co-attention module takes; return ``Q`` with its padded words zeroed."""
-    check_module_dtype(module, V=V, Q=Q, **({} if v_Q is None else {"v_Q": v_Q}))
+    check_module_dtype(module, V=V, Q=Q, v_Q=v_Q, optional=("v_Q",))
     sizes = check_shape("V", V, ("B", "N", module.dim))
     check_shape("Q", Q, ("B", "T", module.dim), sizes)
     if v_Q is not None:
@@ -114,7 +114,7 @@ class HopCoAttention(nn.Module):
 
     def __init__(self, dim: int, *, hops: int = 2, k_dim: int = 128, joint: bool = False) -> None:
         super().__init__()
-        check_sizes(dim=dim, hops=hops, k_dim=k_dim)
+        check_ints(dim=dim, hops=hops, k_dim=k_dim)
         self.dim, self.joint = dim, joint
         self.image_hops = nn.ModuleList(SpatialAttention(dim, dim, k_dim) for _ in range(hops))
         self.word_hops = nn.ModuleList(SpatialAttention(dim, dim, k_dim) for _ in range(hops))
@@ -184,7 +184,7 @@ class ParallelCoAttention(nn.Module):
 
     def __init__(self, dim: int, *, pool: str = "max", k_dim: int = 128) -> None:
         super().__init__()
-        check_sizes(dim=dim, k_dim=k_dim)
+        check_ints(dim=dim, k_dim=k_dim)
         if pool not in ("max", "learned"):
             raise FovealError(f"unknown pool {pool!r}; choose from: max, learned")
         self.dim, self.pool = dim, pool
@@ -253,7 +253,7 @@ class AlternatingCoAttention(nn.Module):
 
     def __init__(self, dim: int, *, k_dim: int = 128) -> None:
         super().__init__()
-        check_sizes(dim=dim, k_dim=k_dim)
+        check_ints(dim=dim, k_dim=k_dim)
         self.dim = dim
         self.summary_score = nn.Sequential(nn.Linear(dim, k_dim), nn.Tanh(), nn.Linear(k_dim, 1))
         self.attend_image = SpatialAttention(dim, dim, k_dim)

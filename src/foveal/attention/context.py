@@ -15,8 +15,8 @@ from typing import NamedTuple
 import torch
 from torch import Tensor, nn
 
-from foveal._checks import check_shape
-from foveal.attention._validate import check_mask, check_module_dtype, check_sizes, drop_padding
+from foveal._checks import check_ints, check_module_dtype, check_shape
+from foveal.attention._masks import check_mask, drop_padding
 from foveal.attention.core import attend
 from foveal.errors import FovealError
 from foveal.registry import ATTENTION
@@ -52,7 +52,7 @@ class GridBiLSTM(nn.Module):
 
     def __init__(self, dim: int, *, layers: int = 1) -> None:
         super().__init__()
-        check_sizes(dim=dim, layers=layers)
+        check_ints(dim=dim, layers=layers)
         if dim % 2:
             raise FovealError(f"dim must be even (half per direction), got {dim}")
         self.dim = dim
@@ -101,7 +101,7 @@ class ResidualSelfAttention(nn.Module):
     def __init__(self, dim: int, *, k_dim: int | None = None) -> None:
         super().__init__()
         k_dim = dim if k_dim is None else k_dim
-        check_sizes(dim=dim, k_dim=k_dim)
+        check_ints(dim=dim, k_dim=k_dim)
         self.dim = dim
         self.W_q = nn.Linear(dim, k_dim, bias=False)
         self.W_k = nn.Linear(dim, k_dim, bias=False)

@@ -11,9 +11,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from foveal._checks import check_shape
-from foveal.attention._validate import check_floating, check_size, check_tensor
-from foveal.errors import FovealError
+from foveal._checks import check_floating, check_hw, check_int, check_shape, check_tensor
 
 
 def grid_coords(height: int, width: int, *, dtype: torch.dtype = torch.float32, device=None) -> Tensor:
@@ -33,7 +31,7 @@ def grid_coords(height: int, width: int, *, dtype: torch.dtype = torch.float32, 
         >>> grid_coords(2, 4)[1, :, 0]
         tensor([-0.5000,  0.5000])
     """
-    height, width = check_size("height", height, minimum=0), check_size("width", width, minimum=0)
+    height, width = check_int("height", height, minimum=0), check_int("width", width, minimum=0)
     x = (2 * torch.arange(width, dtype=dtype, device=device) + 1) / width - 1
     y = (2 * torch.arange(height, dtype=dtype, device=device) + 1) / height - 1
     return torch.stack(torch.meshgrid(x, y, indexing="xy"))
@@ -102,7 +100,7 @@ def box_weights(boxes: Tensor, image_size: tuple[int, int], grid_size: tuple[int
     """
     check_floating(boxes=boxes)
     check_shape("boxes", boxes, (4,), leading=True)
-    (height, width), (rows, cols) = _pair("image_size", image_size), _pair("grid_size", grid_size)
+    (height, width), (rows, cols) = check_hw("image_size", image_size), check_hw("grid_size", grid_size)
     x_edges = torch.linspace(0, width, cols + 1, dtype=boxes.dtype, device=boxes.device)
     y_edges = torch.linspace(0, height, rows + 1, dtype=boxes.dtype, device=boxes.device)
     x0, y0, x1, y1 = boxes.unsqueeze(-1).unbind(-2)  # each (..., 1)
@@ -111,9 +109,3 @@ def box_weights(boxes: Tensor, image_size: tuple[int, int], grid_size: tuple[int
     area = (overlap_y.unsqueeze(-1) * overlap_x.unsqueeze(-2)).flatten(-2)  # (..., H * W)
     # The clamp keeps a box of zero area at zero weights instead of 0 / 0.
     return area / area.sum(-1, keepdim=True).clamp_min(torch.finfo(area.dtype).tiny)
-
-
-def _pair(name: str, value: object) -> tuple[int, int]:
-    if not isinstance(value, tuple | list) or len(value) != 2:
-        raise FovealError(f"{name}: expected two positive integers (height, width), got {value!r}")
-    return check_size(f"{name}[0]", value[0]), check_size(f"{name}[1]", value[1])

@@ -37,15 +37,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from foveal._checks import check_shape
-from foveal.attention._validate import (
-    check_broadcast,
-    check_floating,
-    check_mask,
-    check_module_dtype,
-    check_positive,
-    check_sizes,
-)
+from foveal._checks import check_floating, check_ints, check_module_dtype, check_number, check_shape
+from foveal.attention._masks import check_broadcast, check_mask
 from foveal.errors import FovealError
 
 ScoreFn = Callable[[Tensor, Tensor], Tensor]
@@ -110,7 +103,7 @@ def _check_score(score: object, temperature: object, normalize: object = "softma
     if not callable(score) and score not in BUILTIN_SCORES:
         raise FovealError(f"unknown score {score!r}; choose from: {', '.join(BUILTIN_SCORES)} or a callable")
     if score == "cosine":
-        check_positive("temperature", temperature, "it divides the cosine score")
+        check_number("temperature", temperature, why="it divides the cosine score")
     if normalize not in NORMALIZERS:
         raise FovealError(f"unknown normalize {normalize!r}; choose from: {', '.join(NORMALIZERS)}")
 
@@ -305,7 +298,7 @@ class Additive(nn.Module):
 
     def __init__(self, query_dim: int, key_dim: int, hidden: int, *, activation: nn.Module | None = None) -> None:
         super().__init__()
-        check_sizes(query_dim=query_dim, key_dim=key_dim, hidden=hidden)
+        check_ints(query_dim=query_dim, key_dim=key_dim, hidden=hidden)
         self.W_k = nn.Linear(key_dim, hidden, bias=False)
         self.W_q = nn.Linear(query_dim, hidden, bias=True)  # holds b (seed 000's b_z)
         self.w_a = nn.Linear(hidden, 1, bias=True)
@@ -336,7 +329,7 @@ class Bilinear(nn.Module):
 
     def __init__(self, query_dim: int, key_dim: int) -> None:
         super().__init__()
-        check_sizes(query_dim=query_dim, key_dim=key_dim)
+        check_ints(query_dim=query_dim, key_dim=key_dim)
         self.weight = nn.Parameter(torch.empty(query_dim, key_dim))
         nn.init.xavier_uniform_(self.weight)
 
@@ -370,7 +363,7 @@ class Concatenation(nn.Module):
 
     def __init__(self, query_dim: int, key_dim: int) -> None:
         super().__init__()
-        check_sizes(query_dim=query_dim, key_dim=key_dim)
+        check_ints(query_dim=query_dim, key_dim=key_dim)
         self.query_dim = query_dim
         self.w = nn.Linear(query_dim + key_dim, 1, bias=False)  # w_f, over [theta(x_i), phi(x_j)]
 

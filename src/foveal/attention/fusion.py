@@ -19,8 +19,8 @@ from typing import NamedTuple
 import torch
 from torch import Tensor, nn
 
-from foveal._checks import check_shape
-from foveal.attention._validate import check_mask, check_module_dtype, check_positive, check_sizes, drop_padding
+from foveal._checks import check_ints, check_module_dtype, check_number, check_shape
+from foveal.attention._masks import check_mask, drop_padding
 from foveal.attention.multihead import Attention
 from foveal.errors import FovealError
 from foveal.registry import ATTENTION
@@ -84,10 +84,10 @@ class TransformerFusion(nn.Module):
 
     def __init__(self, dim: int, *, heads: int = 4, mlp_ratio: float = 2.0) -> None:
         super().__init__()
-        check_sizes(dim=dim, heads=heads)
+        check_ints(dim=dim, heads=heads)
         if dim % heads:
             raise FovealError(f"dim={dim} is not divisible by heads={heads}")
-        check_positive("mlp_ratio", mlp_ratio, "the MLP's hidden size is mlp_ratio * dim")
+        check_number("mlp_ratio", mlp_ratio, why="the MLP's hidden size is mlp_ratio * dim")
         hidden = int(dim * mlp_ratio)
         if hidden < 1:
             raise FovealError(f"mlp_ratio: dim * mlp_ratio must be at least 1, got {dim} * {mlp_ratio}")

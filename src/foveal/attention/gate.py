@@ -18,8 +18,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from foveal._checks import check_shape
-from foveal.attention._validate import check_tensor
+from foveal._checks import check_floating, check_shape, check_tensor
 from foveal.errors import FovealError
 
 
@@ -64,8 +63,7 @@ def gate(features: Tensor, logits: Tensor, hard: bool = False) -> GateOutput:
                 [ True, False]]))
     """
     check_tensor("features", features)
-    if not check_tensor("logits", logits).is_floating_point():
-        raise FovealError(f"logits: expected a floating-point tensor, got {logits.dtype}")
+    check_floating(logits=logits)
     sizes = check_shape("features", features, ("k",), leading=True)
     check_shape("logits", logits, ("k",), sizes, leading=True)
     try:

@@ -20,8 +20,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor, nn
 
-from foveal._checks import check_shape
-from foveal.attention._validate import check_module_dtype, check_size, check_sizes, check_tensor
+from foveal._checks import check_int, check_ints, check_module_dtype, check_shape, check_tensor
 from foveal.attention.core import Concatenation, ScoreFn
 from foveal.attention.multihead import Attention
 from foveal.errors import FovealError
@@ -57,7 +56,7 @@ def unflatten_grid(x: Tensor, spatial: Sequence[int]) -> Tensor:
         >>> torch.equal(unflatten_grid(flatten_grid(x), (4, 5)), x)
         True
     """
-    spatial = tuple(check_size(f"spatial[{i}]", s, minimum=0) for i, s in enumerate(spatial))
+    spatial = tuple(check_int(f"spatial[{i}]", s, minimum=0) for i, s in enumerate(spatial))
     if not spatial:
         raise FovealError("spatial: expected at least one spatial size, got ()")
     check_shape("x", check_tensor("x", x), (None, math.prod(spatial), None))
@@ -219,9 +218,9 @@ class NonLocalBlock(nn.Module):
         score: str | ScoreFn | None = None,
     ) -> None:
         super().__init__()
-        check_size("channels", channels)
+        check_int("channels", channels)
         inner = max(channels // 2, 1) if inner is None else inner
-        check_sizes(inner=inner, heads=heads)
+        check_ints(inner=inner, heads=heads)
         if f not in NON_LOCAL_SIMILARITIES:
             raise FovealError(f"unknown f {f!r}; choose from: {', '.join(NON_LOCAL_SIMILARITIES)}")
         if f == "concatenation" and score is not None:

@@ -17,8 +17,8 @@ import torch
 from einops import rearrange
 from torch import Tensor, nn
 
-from foveal._checks import check_shape
-from foveal.attention._validate import check_mask, check_module_dtype, check_positive, check_sizes, drop_padding
+from foveal._checks import check_ints, check_module_dtype, check_number, check_shape
+from foveal.attention._masks import check_mask, drop_padding
 from foveal.attention.core import BUILTIN_SCORES, NORMALIZERS, AttentionOutput, ScoreFn, attend
 from foveal.errors import FovealError
 from foveal.registry import ATTENTION
@@ -86,7 +86,7 @@ class Attention(nn.Module):
         if not embed and qk_dim not in (None, dim):
             raise FovealError(f"qk_dim: without theta and phi (embed=False) it is dim={dim}, got {qk_dim}")
         qk_dim = dim if qk_dim is None else qk_dim
-        check_sizes(dim=dim, key_dim=key_dim, value_dim=value_dim, out_dim=out_dim, qk_dim=qk_dim, heads=heads)
+        check_ints(dim=dim, key_dim=key_dim, value_dim=value_dim, out_dim=out_dim, qk_dim=qk_dim, heads=heads)
         for name, size in (("qk_dim", qk_dim), ("out_dim", out_dim)):
             if size % heads:
                 raise FovealError(f"{name}={size} is not divisible by heads={heads}")
@@ -98,7 +98,7 @@ class Attention(nn.Module):
                 f"key_dim == dim, got {key_dim} != {dim}"
             )
         if score == "cosine":
-            check_positive("temperature", temperature, "it divides the cosine score")
+            check_number("temperature", temperature, why="it divides the cosine score")
         if normalize not in NORMALIZERS:
             raise FovealError(f"unknown normalize {normalize!r}; choose from: {', '.join(NORMALIZERS)}")
         self.dim, self.key_dim, self.value_dim = dim, key_dim, value_dim

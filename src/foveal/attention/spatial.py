@@ -24,8 +24,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from foveal._checks import check_shape
-from foveal.attention._validate import check_mask, check_module_dtype, check_positive, check_sizes
+from foveal._checks import check_ints, check_module_dtype, check_number, check_shape
+from foveal.attention._masks import check_mask
 from foveal.attention.core import AttentionOutput, additive_logits, attend
 from foveal.errors import FovealError
 from foveal.registry import ATTENTION
@@ -80,7 +80,7 @@ class SpatialAttention(nn.Module):
     ) -> None:
         super().__init__()
         q_dim = c_dim if q_dim is None else q_dim
-        check_sizes(c_dim=c_dim, q_dim=q_dim, k_dim=k_dim)
+        check_ints(c_dim=c_dim, q_dim=q_dim, k_dim=k_dim)
         if score == "linear":
             raise FovealError(
                 "score='linear' cannot depend on the question: without the tanh, "
@@ -91,7 +91,7 @@ class SpatialAttention(nn.Module):
         if score not in SPATIAL_SCORES:
             raise FovealError(f"unknown score {score!r}; choose from: {', '.join(SPATIAL_SCORES)}")
         if score == "cosine":
-            check_positive("temperature", temperature, "it divides the cosine score")
+            check_number("temperature", temperature, why="it divides the cosine score")
         if score in ("dot", "cosine") and q_dim != c_dim:
             raise FovealError(
                 f"score={score!r} compares v_i with h_Q directly: needs q_dim == c_dim, got {q_dim} != {c_dim}"

@@ -15,8 +15,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor, nn
 
-from foveal._checks import check_shape
-from foveal.attention._validate import check_module_dtype, check_sizes
+from foveal._checks import check_ints, check_module_dtype, check_shape
 from foveal.attention.spatial import SpatialAttention
 from foveal.errors import FovealError
 from foveal.registry import ATTENTION
@@ -56,7 +55,7 @@ class StackedAttention(nn.Module):
 
     def __init__(self, dim: int, *, k_dim: int = 128, hops: int = 2, score: str = "additive") -> None:
         super().__init__()
-        check_sizes(dim=dim, k_dim=k_dim, hops=hops)
+        check_ints(dim=dim, k_dim=k_dim, hops=hops)
         self.dim = dim
         self.hops = nn.ModuleList(SpatialAttention(dim, dim, k_dim, score=score) for _ in range(hops))
 

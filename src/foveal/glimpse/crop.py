@@ -9,9 +9,9 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from foveal._checks import check_shape
+from foveal._checks import check_hw, check_shape, check_tensor
 from foveal.errors import FovealError
-from foveal.glimpse._validate import check_fill_number, check_image, check_size, check_tensor
+from foveal.glimpse._images import check_fill_number, check_image
 
 CORNER_LIMIT = 2**52
 """Largest ``|x|, |y|`` of a corner taken as given; a box further out (or not finite) lies wholly off the
@@ -56,7 +56,7 @@ def crop(images: Tensor, boxes: Tensor, size: tuple[int, int], *, fill: float = 
         tensor([[15.,  0.],
                 [ 0.,  0.]])
     """
-    h, w = check_size("size", size)
+    h, w = check_hw("size", size)
     sizes = check_image("images", images)
     check_shape("boxes", check_tensor("boxes", boxes), ("B", 2), sizes)
     if boxes.dtype == torch.bool or boxes.is_complex():

@@ -21,18 +21,18 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from foveal._checks import check_shape
-from foveal.errors import FovealError
-from foveal.glimpse._validate import (
+from foveal._checks import (
     check_choice,
-    check_count,
     check_floating,
-    check_image,
+    check_hw,
+    check_int,
     check_number,
-    check_size,
+    check_shape,
     check_tensor,
     work_dtype,
 )
+from foveal.errors import FovealError
+from foveal.glimpse._images import check_image
 from foveal.glimpse.separable import (
     TRUNCATE_AREA_FRACTION,
     Z_MAX,
@@ -97,8 +97,8 @@ def gaussian_mask(center: Tensor, sigma: Tensor, stride: Tensor, rows: int, cols
             f"center, sigma, stride: expected one shape, got {tuple(center.shape)}, "
             f"{tuple(sigma.shape)}, {tuple(stride.shape)}"
         )
-    rows, cols = check_count("rows", rows), check_count("cols", cols)
-    check_number("eps", eps, positive=False)
+    rows, cols = check_int("rows", rows), check_int("cols", cols)
+    check_number("eps", eps, bound=">= 0")
     dtype, work = center.dtype, work_dtype(center.dtype, sigma.dtype, stride.dtype)
     center, sigma, stride = center.to(work), sigma.to(work), stride.to(work)
     positions = torch.arange(cols, device=center.device, dtype=work)
@@ -157,7 +157,7 @@ def gaussian_glimpse(
         >>> g.shape, bool(g[0, 0, 2, 2] > 0.9), bool(g[0, 0, 0, 0] < 0.05)
         (torch.Size([1, 1, 5, 5]), True, True)
     """
-    h, w = check_size("size", size)
+    h, w = check_hw("size", size)
     sizes = check_image("images", images)
     check_shape("params", check_tensor("params", params), ("B", 6), sizes)
     check_floating(images=images, params=params)
@@ -172,7 +172,7 @@ def gaussian_glimpse(
 def _check_glimpse_options(truncate: object, support: object, eps: object) -> None:
     check_choice("truncate", truncate, (True, False, "auto"))
     check_number("support", support, why="standard deviations the window keeps")
-    check_number("eps", eps, positive=False)
+    check_number("eps", eps, bound=">= 0")
 
 
 class DrawWindow(NamedTuple):
@@ -251,8 +251,8 @@ def draw_window(params: Tensor, image_size: tuple[int, int], N: int) -> DrawWind
 def _check_draw(params: Tensor, image_size: tuple[int, int], N: int, sizes: dict[str, int] | None = None) -> None:
     check_shape("params", check_tensor("params", params), ("B", 5), sizes)
     check_floating(params=params)
-    check_size("image_size", image_size)
-    check_count("N", N)
+    check_hw("image_size", image_size)
+    check_int("N", N)
 
 
 def _cast_window(window: DrawWindow, dtype: torch.dtype) -> DrawWindow:
@@ -313,7 +313,7 @@ def filterbank(params: Tensor, image_size: tuple[int, int], N: int, *, eps: floa
         tensor([ 0,  7, 13, 20, 27])
     """
     _check_draw(params, image_size, N)
-    check_number("eps", eps, positive=False)
+    check_number("eps", eps, bound=">= 0")
     return _filterbank(params, image_size, N, eps)
 
 
@@ -374,7 +374,7 @@ def gaussian_read(
     _check_draw(params, images.shape[-2:], N, sizes)
     if error_images is not None:
         check_shape("error_images", check_tensor("error_images", error_images), ("B", "C", "H", "W"), sizes)
-    check_floating(images=images, params=params, error_images=error_images)
+    check_floating(images=images, params=params, error_images=error_images, optional=("error_images",))
     _check_glimpse_options(truncate, support, eps)
     if error_images is not None:
         images = torch.cat([images, error_images], dim=1)
@@ -425,7 +425,7 @@ def gaussian_write(patch: Tensor, params: Tensor, image_size: tuple[int, int], *
         raise FovealError(f"patch: expected an N x N patch with N >= 1, got shape {tuple(patch.shape)}")
     _check_draw(params, image_size, N, sizes)
     check_floating(patch=patch, params=params)
-    check_number("eps", eps, positive=False)
+    check_number("eps", eps, bound=">= 0")
     work = work_dtype(patch.dtype, params.dtype)
     F_X, F_Y, window = _filterbank(params.to(work), image_size, N, eps)
     canvas = separable(patch.to(work), F_Y.transpose(1, 2), F_X.transpose(1, 2))

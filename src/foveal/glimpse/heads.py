@@ -8,15 +8,8 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
-from foveal._checks import check_shape
-from foveal.glimpse._validate import (
-    check_choice,
-    check_count,
-    check_image,
-    check_module_dtype,
-    check_size,
-    check_tensor,
-)
+from foveal._checks import check_choice, check_hw, check_int, check_module_dtype, check_shape, check_tensor
+from foveal.glimpse._images import check_image
 from foveal.glimpse.gaussian import ReadOutput, WriteOutput, gaussian_read, gaussian_write
 from foveal.glimpse.separable import Truncate
 
@@ -50,8 +43,8 @@ class GaussianRead(nn.Module):
 
     def __init__(self, in_features: int, N: int, *, truncate: Truncate = "auto") -> None:
         super().__init__()
-        in_features = check_count("in_features", in_features)
-        self.N = check_count("N", N)
+        in_features = check_int("in_features", in_features)
+        self.N = check_int("N", N)
         check_choice("truncate", truncate, (True, False, "auto"))
         self.truncate = truncate
         self.params = nn.Linear(in_features, 5)
@@ -59,7 +52,7 @@ class GaussianRead(nn.Module):
     def forward(self, images: Tensor, h: Tensor, error_images: Tensor | None = None) -> ReadOutput:
         sizes = check_image("images", images)
         check_shape("h", check_tensor("h", h), ("B", self.params.in_features), sizes)
-        check_module_dtype(self, "h", h)
+        check_module_dtype(self, h=h)
         return gaussian_read(images, self.params(h), self.N, error_images, truncate=self.truncate)
 
 
@@ -89,16 +82,16 @@ class GaussianWrite(nn.Module):
 
     def __init__(self, in_features: int, N: int, channels: int = 1) -> None:
         super().__init__()
-        in_features = check_count("in_features", in_features)
-        self.N = check_count("N", N)
-        self.channels = check_count("channels", channels)
+        in_features = check_int("in_features", in_features)
+        self.N = check_int("N", N)
+        self.channels = check_int("channels", channels)
         self.params = nn.Linear(in_features, 5)
         self.patch = nn.Linear(in_features, channels * N * N)
 
     def forward(self, h: Tensor, image_size: tuple[int, int]) -> WriteOutput:
         check_shape("h", check_tensor("h", h), (None, self.params.in_features))
-        check_module_dtype(self, "h", h)
-        check_size("image_size", image_size)
+        check_module_dtype(self, h=h)
+        check_hw("image_size", image_size)
         patch = self.patch(h).view(-1, self.channels, self.N, self.N)
         return gaussian_write(patch, self.params(h), image_size)
 

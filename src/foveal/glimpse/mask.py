@@ -14,8 +14,8 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from foveal._checks import check_shape
-from foveal.glimpse._validate import check_floating, check_image, check_size, check_tensor, work_dtype
+from foveal._checks import check_floating, check_hw, check_shape, check_tensor, work_dtype
+from foveal.glimpse._images import check_image
 from foveal.glimpse.gaussian import SIGMA_MIN
 from foveal.glimpse.separable import Z_MAX
 
@@ -65,7 +65,7 @@ def gaussian_attention_mask(params: Tensor, size: tuple[int, int]) -> Tensor:
         >>> a.shape, a[0, 3, 5].item(), (a[0].argmax() // 10).item(), (a[0].argmax() % 10).item()
         (torch.Size([1, 8, 10]), 1.0, 3, 5)
     """
-    H, W = check_size("size", size)
+    H, W = check_hw("size", size)
     check_shape("params", check_tensor("params", params), (None, 4))
     check_floating(params=params)
     mean_y, std_y, mean_x, std_x = params.to(work_dtype(params.dtype)).unbind(-1)

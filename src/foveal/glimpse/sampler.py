@@ -18,16 +18,9 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from foveal._checks import check_shape
+from foveal._checks import check_choice, check_floating, check_hw, check_shape, check_tensor
 from foveal.errors import FovealError
-from foveal.glimpse._validate import (
-    check_choice,
-    check_fill_number,
-    check_floating,
-    check_image,
-    check_size,
-    check_tensor,
-)
+from foveal.glimpse._images import check_fill_number, check_image
 
 Padding = Literal["zeros", "border"]
 PADDINGS = ("zeros", "border")
@@ -54,7 +47,7 @@ def base_grid(size: tuple[int, int], *, align_corners: bool = False, device=None
         >>> base_grid((1, 2))[..., 0]
         tensor([[-0.5000,  0.5000]])
     """
-    h, w = check_size("size", size)
+    h, w = check_hw("size", size)
     if dtype is not None and not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
         raise FovealError(f"dtype: expected a floating-point dtype, got {dtype!r}")
     xs = _normalised_centres(w, align_corners, device, dtype)
@@ -100,7 +93,7 @@ def affine_grid(theta: Tensor, size: tuple[int, int], *, align_corners: bool = F
 def _check_theta(theta: Tensor, rows: int, size: tuple[int, int], sizes: dict[str, int] | None = None) -> None:
     check_shape("theta", check_tensor("theta", theta), ("B", rows, 3), sizes)
     check_floating(theta=theta)
-    check_size("size", size)
+    check_hw("size", size)
 
 
 def projective_grid(theta: Tensor, size: tuple[int, int], *, align_corners: bool = False) -> Tensor:

@@ -19,7 +19,7 @@ from typing import Literal
 import torch
 from torch import Tensor
 
-from foveal.glimpse._validate import check_choice, work_dtype
+from foveal._checks import check_choice, work_dtype
 from foveal.glimpse.crop import CORNER_LIMIT, crop
 
 TRUNCATE_AREA_FRACTION = 0.25
@@ -58,7 +58,7 @@ def gaussian_rows(
         eps: added to each row's sum, so a row with no weight on the image is zero, not NaN.
         dtype: the dtype returned; by default that of ``first`` and ``positions`` together. The
             weights are computed in float32 when that is a 16-bit float
-            (:func:`~foveal.glimpse._validate.work_dtype`).
+            (:func:`~foveal._checks.work_dtype`).
 
     Shape:
         - first, stride, variance: ``(*batch)``
@@ -125,7 +125,7 @@ def separable_glimpse(
     """The ``h x w`` Gaussian glimpse ``A_y I A_x^T``, over the whole image or the window it covers.
 
     The callers check the arguments; the Gaussians are computed in
-    :func:`~foveal.glimpse._validate.work_dtype` (float32 for 16-bit images) and cast to the images' dtype.
+    :func:`~foveal._checks.work_dtype` (float32 for 16-bit images) and cast to the images' dtype.
 
     Args:
         images: the images.

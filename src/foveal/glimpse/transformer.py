@@ -12,18 +12,17 @@ from typing import Literal, NamedTuple
 import torch
 from torch import Tensor, nn
 
-from foveal._checks import check_shape
-from foveal.errors import FovealError
-from foveal.glimpse._validate import (
+from foveal._checks import (
     check_choice,
-    check_fill_number,
     check_floating,
-    check_image,
+    check_hw,
     check_module_dtype,
     check_number,
-    check_size,
+    check_shape,
     check_tensor,
 )
+from foveal.errors import FovealError
+from foveal.glimpse._images import check_fill_number, check_image
 from foveal.glimpse.gaussian import gaussian_glimpse
 from foveal.glimpse.sampler import PADDINGS, Padding, affine_grid, bilinear_sample, projective_grid
 
@@ -122,7 +121,7 @@ def warp(
         >>> torch.allclose(out.output, img, atol=1e-6)
         True
     """
-    check_size("size", size)
+    check_hw("size", size)
     sizes = check_image("images", images)
     check_tensor("theta", theta)
     check_shape("theta", theta, ("B", 3 if theta.dim() == 3 and theta.shape[1] == 3 else 2, 3), sizes)
@@ -161,7 +160,7 @@ def gaussian_params(
     """
     check_shape("theta", check_tensor("theta", theta), (None, 2, 3))
     check_floating(theta=theta)
-    in_size, out_size = check_size("in_size", in_size), check_size("out_size", out_size)
+    in_size, out_size = check_hw("in_size", in_size), check_hw("out_size", out_size)
     check_number("std", std, why="the Gaussians' width in strides")
 
     def axis(scale: Tensor, shift: Tensor, n_in: int, n_out: int) -> tuple[Tensor, Tensor, Tensor]:
@@ -306,7 +305,7 @@ class SpatialTransformer(nn.Module):
             check_fill_number("fill", fill)
         self.read, self.gaussian_std = read, gaussian_std
         self.localization = localization
-        self.out_size = check_size("out_size", out_size)
+        self.out_size = check_hw("out_size", out_size)
         self.transform = transform
         self.align_corners = align_corners
         self.padding = padding
@@ -317,7 +316,7 @@ class SpatialTransformer(nn.Module):
 
     def forward(self, images: Tensor) -> TransformerOutput:
         sizes = check_image("images", images)
-        check_module_dtype(self.localization, "images", images)
+        check_module_dtype(self.localization, images=images)
         params = self.localization(images)
         n_params = len(IDENTITY[self.transform])
         check_shape("localization(images)", check_tensor("localization(images)", params), ("B", n_params), sizes)

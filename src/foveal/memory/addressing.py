@@ -40,9 +40,8 @@ import numbers
 import torch
 from torch import Tensor
 
-from foveal._checks import check_shape
+from foveal._checks import check_floating, check_number, check_shape, check_tensor, work_dtype
 from foveal.errors import FovealError
-from foveal.glimpse._validate import check_floating, check_number, check_tensor, work_dtype
 
 EPS = 1e-8
 """Default guard added under every square root, division and log."""
@@ -67,7 +66,7 @@ def cosine_similarity(key: Tensor, memory: Tensor, eps: float = EPS) -> Tensor:
         tensor([[[1., 0.]]])
     """
     _check(key=(key, ("B", "H", "C")), memory=(memory, ("B", "R", "C")))
-    check_number("eps", eps, positive=False)
+    check_number("eps", eps, bound=">= 0")
     dtype, work = _dtypes(key, memory)
     return _cosine(key.to(work), memory.to(work), eps).to(dtype)
 
@@ -117,7 +116,7 @@ def content_weights(key: Tensor, memory: Tensor, beta: Tensor, eps: float = EPS)
         tensor([[[0.5000, 0.5000]]])
     """
     _check(key=(key, ("B", "H", "C")), memory=(memory, ("B", "R", "C")), beta=(beta, ("B", "H")))
-    check_number("eps", eps, positive=False)
+    check_number("eps", eps, bound=">= 0")
     dtype, work = _dtypes(key, memory, beta)
     return _content(key.to(work), memory.to(work), beta.to(work), eps).to(dtype)
 
@@ -234,7 +233,7 @@ def sharpen(w: Tensor, gamma: Tensor, eps: float = EPS) -> Tensor:
         tensor([[[0.6667, 0.1667, 0.1667]]])
     """
     _check(w=(w, ("B", "H", "R")), gamma=(gamma, ("B", "H")))
-    check_number("eps", eps, positive=False)
+    check_number("eps", eps, bound=">= 0")
     dtype, work = _dtypes(w, gamma)
     return _sharpen(w.to(work), gamma.to(work), eps).to(dtype)
 
@@ -287,7 +286,7 @@ def address(
         w_prev=(w_prev, ("B", "H", "R")),
     )
     _check_shift(shift, sizes["R"])
-    check_number("eps", eps, positive=False)
+    check_number("eps", eps, bound=">= 0")
     tensors = key, beta, gate, shift, gamma, memory, w_prev
     dtype, work = _dtypes(*tensors)
     key, beta, gate, shift, gamma, memory, w_prev = (t.to(work) for t in tensors)

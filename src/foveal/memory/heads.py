@@ -19,17 +19,14 @@ add ``a``     ``C``       identity             any real (write heads)
 
 from __future__ import annotations
 
-import math
-import numbers
 from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from foveal._checks import check_shape
+from foveal._checks import check_floating, check_int, check_number, check_shape, check_tensor
 from foveal.errors import FovealError
-from foveal.glimpse._validate import check_count, check_floating, check_number, check_tensor
 from foveal.memory.addressing import shift_offsets
 
 MEMORY_INITS = ("constant", "learned", "random")
@@ -57,7 +54,7 @@ def head_param_size(n_cols: int, n_shifts: int, *, write: bool) -> int:
         >>> head_param_size(20, 3, write=False), head_param_size(20, 3, write=True)
         (26, 66)
     """
-    n_cols = check_count("n_cols", n_cols)
+    n_cols = check_int("n_cols", n_cols)
     shift_offsets(n_shifts)
     return n_cols + 3 + n_shifts + (2 * n_cols if write else 0)
 
@@ -146,11 +143,10 @@ class MemoryInit(nn.Module):
         super().__init__()
         if not (isinstance(kind, str) and kind in MEMORY_INITS):
             raise FovealError(f"kind: unknown memory init {kind!r}; choose from: {', '.join(MEMORY_INITS)}")
-        n_rows, n_cols = check_count("n_rows", n_rows), check_count("n_cols", n_cols)
-        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
-            raise FovealError(f"value: expected a finite number, got {value!r}")
-        check_number("std", std, positive=False)
-        check_number("learned_std", learned_std, positive=False)
+        n_rows, n_cols = check_int("n_rows", n_rows), check_int("n_cols", n_cols)
+        check_number("value", value, bound=None)
+        check_number("std", std, bound=">= 0")
+        check_number("learned_std", learned_std, bound=">= 0")
         self.n_rows, self.n_cols, self.kind, self.std = n_rows, n_cols, kind, std
         initial = torch.full((n_rows, n_cols), value)
         if kind == "learned":
@@ -161,7 +157,7 @@ class MemoryInit(nn.Module):
             self.register_buffer("memory", initial, persistent=False)
 
     def forward(self, batch_size: int, generator: torch.Generator | None = None) -> Tensor:
-        batch_size = check_count("batch_size", batch_size, minimum=0)
+        batch_size = check_int("batch_size", batch_size, minimum=0)
         if generator is not None and not isinstance(generator, torch.Generator):
             raise FovealError(f"generator: expected a torch.Generator or None, got {type(generator).__name__}")
         shape = (batch_size, self.n_rows, self.n_cols)
