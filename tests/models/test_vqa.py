@@ -175,6 +175,89 @@ def test_patch_keys_are_scored_and_the_cnn_map_averaged(head: str) -> None:
         VQA(VOCAB, ANSWERS, head="none", **SMALL, keys="patch")
 
 
+def additive_hops_reference(
+    model: VQA, V: torch.Tensor, keys: torch.Tensor, v_Q: torch.Tensor, temperature: float = 1.0
+) -> tuple[list[torch.Tensor], torch.Tensor]:
+    """Seed 000's additive hops written out: e_i = (w_a^T tanh(W_v k_i + W_q u + b) + b_a) / T,
+    u_k = sum_i alpha_i v_i + u_{k-1}; returns each hop's glimpse and the maps (B, hops, N)."""
+    query, glimpses, maps = v_Q, [], []
+    for hop in model.head.attention.hops:
+        z = torch.tanh(keys @ hop.W_v.weight.T + (query @ hop.W_q.weight.T + hop.W_q.bias).unsqueeze(1))
+        alpha = torch.softmax(((z @ hop.w_a.weight.T).squeeze(-1) + hop.w_a.bias) / temperature, dim=-1)
+        glimpse = (alpha.unsqueeze(-1) * V).sum(1)
+        query = glimpse + query
+        glimpses.append(glimpse)
+        maps.append(alpha)
+    return glimpses, torch.stack(maps, 1)
+
+
+def parts(model: VQA, image: torch.Tensor, question: torch.Tensor, length: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    V = model.project(flatten_grid(model.image_encoder(image)))
+    keys = V if model.key_encoder is None else model.key_project(flatten_grid(model.key_encoder(image)))
+    return V, keys, model.question_encoder(question, length)
+
+
+@pytest.mark.parametrize("keys", ["values", "patch"])
+def test_readout_last_answers_from_the_last_glimpse_only(keys: str) -> None:
+    # readout="sum" (seed 002): phi = v_Q + sum_k v_filt_k; readout="last": phi = v_Q + v_filt_K, the
+    # earlier hops only steer the last one's query, so the maps are the same and phi drops hop 1's glimpse.
+    torch.manual_seed(0)
+    summed = VQA(VOCAB, ANSWERS, head="stacked", hops=2, keys=keys, **SMALL).eval()
+    last = VQA(VOCAB, ANSWERS, head="stacked", hops=2, keys=keys, readout="last", **SMALL).eval()
+    last.load_state_dict(summed.state_dict())  # same parameters: the readout has none
+    x = inputs()
+    V, k, v_Q = parts(last, *x)
+    glimpses, maps = additive_hops_reference(last, V, k, v_Q)
+    assert_close(last(*x).attention, maps)
+    assert_close(summed(*x).attention, maps)
+    assert_close(last(*x).logits, last.classifier(glimpses[-1] + v_Q))
+    assert_close(summed(*x).logits, summed.classifier(glimpses[0] + glimpses[1] + v_Q))
+
+
+@pytest.mark.parametrize("readout", ["sum", "last"])
+def test_gate_scales_the_glimpse_per_channel_by_the_question(readout: str) -> None:
+    # phi = g * glimpse + v_Q, g = 2 sigmoid(W_g v_Q + b_g): 1 at W_g = 0, b_g = 0 (the ungated model).
+    model = VQA(VOCAB, ANSWERS, head="stacked", hops=2, readout=readout, gate=True, **SMALL).eval()
+    x = inputs()
+    V, k, v_Q = parts(model, *x)
+    glimpses, _ = additive_hops_reference(model, V, k, v_Q)
+    glimpse = glimpses[-1] if readout == "last" else glimpses[0] + glimpses[1]
+    gate = 2 * torch.sigmoid(v_Q @ model.head.gate.weight.T + model.head.gate.bias)
+    assert_close(model(*x).logits, model.classifier(gate * glimpse + v_Q))
+    ungated = VQA(VOCAB, ANSWERS, head="stacked", hops=2, readout=readout, **SMALL).eval()
+    ungated.load_state_dict({k: v for k, v in model.state_dict().items() if not k.startswith("head.gate")})
+    with torch.no_grad():
+        model.head.gate.weight.zero_()
+        model.head.gate.bias.zero_()
+    assert_close(model(*x).logits, ungated(*x).logits)
+
+
+def test_temperature_divides_every_hops_additive_score() -> None:
+    torch.manual_seed(0)
+    cold = VQA(VOCAB, ANSWERS, head="stacked", hops=2, temperature=0.25, **SMALL).eval()
+    warm = VQA(VOCAB, ANSWERS, head="stacked", hops=2, **SMALL).eval()
+    warm.load_state_dict(cold.state_dict())  # the same parameter names: checkpoints load either way
+    x = inputs()
+    V, k, v_Q = parts(cold, *x)
+    _, maps = additive_hops_reference(cold, V, k, v_Q, temperature=0.25)
+    assert_close(cold(*x).attention, maps)
+    # sharper for the same parameters: each map's largest weight grows
+    assert (cold(*x).attention.amax(-1) > warm(*x).attention.amax(-1)).all()
+
+
+def test_readout_gate_and_temperature_need_a_stacked_head() -> None:
+    with pytest.raises(ValueError, match="readout='last' is not supported by the 'spatial' head"):
+        VQA(VOCAB, ANSWERS, head="spatial", readout="last", **SMALL)
+    with pytest.raises(ValueError, match="gate=true is not supported by the 'none' head"):
+        VQA(VOCAB, ANSWERS, head="none", gate=True, **SMALL)
+    with pytest.raises(ValueError, match=r"temperature=0\.5 is not supported by the 'stacked-dot' head"):
+        VQA(VOCAB, ANSWERS, head="stacked-dot", temperature=0.5, **SMALL)
+    with pytest.raises(ValueError, match="readout must be one of sum, last"):
+        VQA(VOCAB, ANSWERS, head="stacked", readout="mean", **SMALL)
+    with pytest.raises(ValueError, match="temperature must be > 0"):
+        VQA(VOCAB, ANSWERS, head="stacked", temperature=0.0, **SMALL)
+
+
 def test_a_spec_and_single_options_build_the_same_model() -> None:
     torch.manual_seed(0)
     from_spec = VQA(VOCAB, ANSWERS, VQASpec(head="spatial", **SMALL)).eval()
@@ -212,7 +295,14 @@ def test_training_smoke_loss_decreases() -> None:
 
 @pytest.mark.parametrize(
     ("head", "extra"),
-    [("none", {}), ("spatial", {}), ("stacked", {}), ("stacked", {"keys": "patch"}), ("channel", {})],
+    [
+        ("none", {}),
+        ("spatial", {}),
+        ("stacked", {}),
+        ("stacked", {"keys": "patch"}),
+        ("stacked", {"keys": "patch", "readout": "last", "gate": True, "temperature": 0.5}),
+        ("channel", {}),
+    ],
 )
 def test_image_index_shares_pictures_between_questions(head: str, extra: dict) -> None:
     # Five questions about two pictures, in any order, give what five copies of the pictures give

@@ -104,10 +104,21 @@ class VQAHead(nn.Module):
 
 
 class HeadFactory(Protocol):
-    """``factory(dim, *, k_dim, hops, heads, layer_dims) -> VQAHead``; a factory takes what it needs
-    and ignores the rest (``**_``)."""
+    """``factory(dim, *, k_dim, hops, heads, layer_dims, readout, gate, temperature) -> VQAHead``; a
+    factory takes what it needs and ignores the rest (``**_``)."""
 
-    def __call__(self, dim: int, *, k_dim: int, hops: int, heads: int, layer_dims: tuple[int, ...]) -> VQAHead: ...
+    def __call__(
+        self,
+        dim: int,
+        *,
+        k_dim: int,
+        hops: int,
+        heads: int,
+        layer_dims: tuple[int, ...],
+        readout: str,
+        gate: bool,
+        temperature: float,
+    ) -> VQAHead: ...
 
 
 VQA_HEADS: Registry[HeadFactory] = Registry("VQA attention head")
@@ -142,19 +153,75 @@ class SingleHopHead(VQAHead):
         return HeadOutput(v_filt + v_Q, alpha.unsqueeze(-2))
 
 
+READOUTS = ("sum", "last")
+
+
+class _DividedLinear(nn.Linear):
+    """``nn.Linear`` divided by a constant: the additive score's ``w_a`` under a temperature, with the
+    same parameter names (``weight``, ``bias``), so checkpoints keep their keys."""
+
+    def __init__(self, linear: nn.Linear, temperature: float) -> None:
+        super().__init__(linear.in_features, linear.out_features, bias=linear.bias is not None)
+        self.load_state_dict(linear.state_dict())
+        self.temperature = temperature
+
+    def forward(self, x: Tensor) -> Tensor:
+        return super().forward(x) / self.temperature
+
+
 class StackedHead(VQAHead):
-    """K hops of :class:`foveal.attention.StackedAttention`, which already returns the final ``phi``."""
+    """K hops of :class:`foveal.attention.StackedAttention`: ``u_0 = v_Q``, ``u_k = v_filt_k + u_{k-1}``.
+
+    Args:
+        attention: the :class:`foveal.attention.StackedAttention` whose hops are run.
+        readout: what ``phi`` is. ``"sum"`` (seed 002): ``phi = u_K = v_Q + sum_k v_filt_k``, every
+            hop's glimpse. ``"last"``: ``phi = v_filt_K + v_Q``; the earlier hops only steer the
+            last hop's query, so what the picture tells the answer passes through the last map. With
+            ``"sum"`` a later hop may look at the plain background, whose regions are near zero, and
+            add nothing: the last map then shows where the model did not look
+            (``docs/studies/vqa-easy-attention.md``).
+        gate: scale the glimpse(s) in ``phi`` channel by channel by the question,
+            ``g = 2 sigmoid(W_g v_Q + b_g)`` (1 at ``W_g = 0, b_g = 0``): ``phi = g * v_filt_K + v_Q``
+            (``"last"``) or ``g * sum_k v_filt_k + v_Q`` (``"sum"``); the hops' queries are unchanged.
+            A question that needs one property of the object (its shape) can then drop the others
+            (its colour) without looking away from it.
+        temperature: every hop's additive score is divided by it, ``e_i = (w_a^T z_i + b_a) / T``:
+            below 1 a hop's map is sharper for the same ``w_a``, and its logits move ``1 / T`` times
+            faster under Adam, so a hop picks its cells instead of spreading over the background.
+    """
 
     reads = frozenset({"keys"})
     grouped = True
 
-    def __init__(self, attention: nn.Module) -> None:
+    def __init__(
+        self, attention: StackedAttention, readout: str = "sum", gate: bool = False, temperature: float = 1.0
+    ) -> None:
         super().__init__()
-        self.attention = attention
+        if readout not in READOUTS:
+            raise ValueError(f"readout must be one of {', '.join(READOUTS)}, got {readout!r}")
+        if not temperature > 0:
+            raise ValueError(f"temperature must be > 0, got {temperature!r}")
+        self.attention, self.readout, self.temperature = attention, readout, temperature
+        self.gate = nn.Linear(attention.dim, attention.dim) if gate else None
+        if temperature != 1.0:
+            for hop in attention.hops:
+                if hop.score != "additive":
+                    raise ValueError(f"temperature applies to the additive score, not {hop.score!r}")
+                hop.w_a = _DividedLinear(hop.w_a, temperature)
 
     def forward(self, V: Tensor, v_Q: Tensor, inputs: HeadInputs = NO_INPUTS) -> HeadOutput:
-        phi, weights = self.attention(V, v_Q, keys=inputs.keys)
-        return HeadOutput(phi, weights)
+        if self.readout == "sum" and self.gate is None:
+            phi, weights = self.attention(V, v_Q, keys=inputs.keys)
+            return HeadOutput(phi, weights)
+        query, maps = v_Q, []
+        for hop in self.attention.hops:
+            v_filt, alpha = hop(V, query, keys=inputs.keys)
+            query = v_filt + query
+            maps.append(alpha)
+        glimpse = v_filt if self.readout == "last" else query - v_Q
+        if self.gate is not None:
+            glimpse = 2 * torch.sigmoid(self.gate(v_Q)) * glimpse
+        return HeadOutput(glimpse + v_Q, torch.stack(maps, dim=-2))
 
 
 @VQA_HEADS.register("none")
@@ -178,16 +245,27 @@ def _cosine_head(dim: int, *, k_dim: int, **_: object) -> VQAHead:
 
 
 @VQA_HEADS.register("stacked")
-def _stacked_head(dim: int, *, k_dim: int, hops: int, **_: object) -> VQAHead:
-    return StackedHead(StackedAttention(dim, k_dim=k_dim, hops=hops))
+def _stacked_head(
+    dim: int,
+    *,
+    k_dim: int,
+    hops: int,
+    readout: str = "sum",
+    gate: bool = False,
+    temperature: float = 1.0,
+    **_: object,
+) -> VQAHead:
+    return StackedHead(StackedAttention(dim, k_dim=k_dim, hops=hops), readout, gate, temperature)
 
 
 @VQA_HEADS.register("stacked-dot")
-def _stacked_dot_head(dim: int, *, k_dim: int, hops: int, **_: object) -> VQAHead:
+def _stacked_dot_head(
+    dim: int, *, k_dim: int, hops: int, readout: str = "sum", gate: bool = False, **_: object
+) -> VQAHead:
     # Seed 002's parameter-free score in every hop. The additive (tanh) score is nearly linear at
     # initialisation, so the question barely changes which region wins and the hops learn to look
     # for a named colour very slowly; the product v_i * v_Q compares them from the first step.
-    return StackedHead(StackedAttention(dim, k_dim=k_dim, hops=hops, score="dot"))
+    return StackedHead(StackedAttention(dim, k_dim=k_dim, hops=hops, score="dot"), readout, gate)
 
 
 # --- The seed 002 family: channels, CNN layers, question words, context, fusion --------------------

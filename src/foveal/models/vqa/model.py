@@ -27,6 +27,14 @@ class VQASpec:
     head: str = "stacked"
     # attention hops of stacked(-dot), channel, coattention-independent/-joint and context-*; blocks of transformer
     hops: int = 2
+    # stacked(-dot): phi = every hop's glimpse + v_Q ("sum", seed 002) or the last hop's glimpse + v_Q ("last": what
+    # the picture tells the answer passes through the last map, which then shows where the model looked)
+    readout: Literal["sum", "last"] = "sum"
+    # stacked(-dot): phi = g * glimpse + v_Q with g = 2 sigmoid(W_g v_Q + b_g), per channel: a shape question can drop
+    # the object's colour without looking away from the object
+    gate: bool = False
+    # stacked: every hop's additive score is divided by it; below 1 a hop picks its cells sooner and more sharply
+    temperature: float = 1.0
     dim: int = 64  # d, the size of the region vectors, of v_Q and of phi
     k_dim: int = 64  # joint-embedding size of the attention scores
     channels: tuple[int, ...] = (16, 32, 32, 32)  # output channels of each CNN block (see GridEncoder)
@@ -149,10 +157,23 @@ class VQA(nn.Module):
             vocab_size, dim, embed_dim=spec.embed_dim, bidirectional=spec.bidirectional
         )
         self.head = VQA_HEADS.get(spec.head)(
-            dim, k_dim=spec.k_dim, hops=spec.hops, heads=spec.heads, layer_dims=channels
+            dim,
+            k_dim=spec.k_dim,
+            hops=spec.hops,
+            heads=spec.heads,
+            layer_dims=channels,
+            readout=spec.readout,
+            gate=spec.gate,
+            temperature=spec.temperature,
         )
         if not isinstance(self.head, VQAHead):
             raise TypeError(f"the {spec.head!r} head must be a VQAHead, got {type(self.head).__name__}")
+        if spec.readout != "sum" and getattr(self.head, "readout", "sum") != spec.readout:
+            raise ValueError(f"readout={spec.readout!r} is not supported by the {spec.head!r} head")
+        if spec.gate and getattr(self.head, "gate", None) is None:
+            raise ValueError(f"gate=true is not supported by the {spec.head!r} head")
+        if spec.temperature != 1.0 and getattr(self.head, "temperature", 1.0) != spec.temperature:
+            raise ValueError(f"temperature={spec.temperature} is not supported by the {spec.head!r} head")
         if self.head.grouped and self.head.reads & {"words", "layers"}:
             raise ValueError(
                 f"the {spec.head!r} head is grouped, so it may read only keys, not {sorted(self.head.reads)}"
