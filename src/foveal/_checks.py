@@ -261,6 +261,27 @@ def _autocast_on(tensor: Tensor) -> bool:
     return torch.is_autocast_enabled(tensor.device.type)
 
 
+def check_index(name: str, index: Tensor, low: int, high: int) -> Tensor:
+    """An integer tensor whose every value lies in ``[low, high]``: token ids, lengths, positions.
+
+    Example:
+        >>> check_index("length", torch.tensor([1, 3]), 1, 3).tolist()
+        [1, 3]
+        >>> check_index("question", torch.tensor([[0, 7]]), 0, 4)
+        Traceback (most recent call last):
+        ...
+        foveal.errors.FovealError: question: expected integers in [0, 4], got values from 0 to 7
+    """
+    check_tensor(name, index)
+    if index.is_floating_point() or index.is_complex() or index.dtype == torch.bool:
+        raise FovealError(f"{name}: expected an integer tensor, got {index.dtype}")
+    if index.numel():
+        smallest, largest = int(index.min()), int(index.max())
+        if smallest < low or largest > high:
+            raise FovealError(f"{name}: expected integers in [{low}, {high}], got values from {smallest} to {largest}")
+    return index
+
+
 def work_dtype(*dtypes: torch.dtype) -> torch.dtype:
     """The dtype to compute in: the promotion of ``dtypes``, with float32 in place of a 16-bit float.
 

@@ -320,3 +320,29 @@ def test_image_index_shares_pictures_between_questions(head: str, extra: dict) -
 def test_slot_in_picture() -> None:
     assert _slot_in_picture(torch.tensor([0, 0, 1, 1, 0]), 2).tolist() == [0, 1, 0, 1, 2]
     assert _slot_in_picture(torch.tensor([2, 0, 2]), 3).tolist() == [0, 0, 1]
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"question": torch.tensor([[1, 2, 99], [1, 2, 3]])}, r"question: expected integers in \[0, 19\], got .* 99"),
+        ({"question": torch.tensor([[1, -1, 0], [1, 2, 3]])}, r"question: expected integers in \[0, 19\]"),
+        ({"length": torch.tensor([0, 3])}, r"length: expected integers in \[1, 3\]"),
+        ({"length": torch.tensor([4, 3])}, r"length: expected integers in \[1, 3\]"),
+        ({"question": torch.tensor([[1.0, 2.0, 3.0], [1.0, 2.0, 3.0]])}, "question: expected an integer tensor"),
+        ({"image_index": torch.tensor([0, 2])}, r"image_index: expected integers in \[0, 1\]"),
+        ({"image_index": torch.tensor([0])}, "image_index"),
+        ({"image": torch.rand(3, 3, 64, 64)}, "one picture per question"),
+    ],
+)
+def test_bad_questions_lengths_and_picture_indices_are_named(change: dict, message: str) -> None:
+    model = VQA(VOCAB, ANSWERS, **SMALL)
+    inputs = {
+        "image": torch.rand(2, 3, 64, 64),
+        "question": torch.tensor([[1, 2, 3], [4, 5, 0]]),
+        "length": torch.tensor([3, 2]),
+        "image_index": None,
+    }
+    model(**inputs)  # the valid call works
+    with pytest.raises(ValueError, match=message):
+        model(**(inputs | change))

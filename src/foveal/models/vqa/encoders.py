@@ -9,7 +9,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from foveal._checks import check_shape
+from foveal._checks import check_index, check_shape
 from foveal.attention.coords import AddCoords
 
 
@@ -131,9 +131,15 @@ class QuestionEncoder(nn.Module):
         hidden = dim // 2 if bidirectional else dim
         self.lstm = nn.LSTM(embed_dim, hidden, batch_first=True, bidirectional=bidirectional)
 
-    def forward(self, question: Tensor, length: Tensor) -> Tensor:
+    def _check(self, question: Tensor, length: Tensor) -> None:
+        """Shapes, token ids within the vocabulary, and lengths from 1 to the padded length."""
         sizes = check_shape("question", question, ("B", "L"))
         check_shape("length", length, ("B",), sizes)
+        check_index("question", question, 0, self.embed.num_embeddings - 1)
+        check_index("length", length, 1, question.shape[1])
+
+    def forward(self, question: Tensor, length: Tensor) -> Tensor:
+        self._check(question, length)
         packed = pack_padded_sequence(self.embed(question), length.cpu(), batch_first=True, enforce_sorted=False)
         _, (h_n, _) = self.lstm(packed)  # h_n: (directions, B, hidden); [0] forward, [1] backward
         return torch.cat(list(h_n), dim=-1)
@@ -146,8 +152,7 @@ class QuestionEncoder(nn.Module):
             - output: :class:`QuestionStates`, vector ``(B, dim)``, words ``(B, L, dim)`` (zero after
               ``length``; BiLSTM: forward then backward state), mask bool ``(B, L)``
         """
-        sizes = check_shape("question", question, ("B", "L"))
-        check_shape("length", length, ("B",), sizes)
+        self._check(question, length)
         packed = pack_padded_sequence(self.embed(question), length.cpu(), batch_first=True, enforce_sorted=False)
         outputs, (h_n, _) = self.lstm(packed)
         words, _ = pad_packed_sequence(outputs, batch_first=True, total_length=question.shape[1])

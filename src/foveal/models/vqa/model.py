@@ -8,10 +8,11 @@ from typing import Any, Literal, NamedTuple
 import torch
 from torch import Tensor, nn
 
-from foveal._checks import check_shape
+from foveal._checks import check_index, check_shape
 from foveal.attention import Additive, box_weights
 from foveal.attention.coords import add_coords
 from foveal.attention.grid import flatten_grid
+from foveal.errors import FovealError
 from foveal.models.vqa.encoders import GridEncoder, QuestionEncoder
 from foveal.models.vqa.heads import VQA_HEADS, HeadInputs, HeadOutput, VQAHead
 from foveal.registry import MODELS
@@ -204,6 +205,14 @@ class VQA(nn.Module):
         image_index: Tensor | None = None,
         boxes: Tensor | None = None,
     ) -> VQAOutput:
+        if image_index is not None:
+            check_shape("image_index", image_index, (question.shape[0],))
+            check_index("image_index", image_index, 0, image.shape[0] - 1)
+        elif image.shape[0] != question.shape[0]:
+            raise FovealError(
+                f"image: expected one picture per question ({question.shape[0]}), got {image.shape[0]}; "
+                "pass image_index to share pictures"
+            )
         reads = self.head.reads
         layers = self.image_encoder.block_outputs(image) if "layers" in reads else [self.image_encoder(image)]
         grid_map = add_coords(layers[-1]) if self.grid_coords else layers[-1]
