@@ -150,6 +150,22 @@ def test_write_walk_bias_favours_shift_plus_one_for_write_heads_only():
     assert w_write[0, :, 0].argmax(-1).tolist() == [1, 2, 3, 4]
 
 
+def test_read_walk_bias_favours_shift_plus_one_for_read_heads_only():
+    model = small(n_read_heads=2, n_write_heads=1, still_bias=1.0, read_walk_bias=3.0, write_walk_bias=-1.0)
+    read_raw, write_raw = model.heads.bias.split([2 * model.read_param_size, model.write_param_size])
+    for raw, H, is_write, walk in ((read_raw, 2, False, 3.0), (write_raw, 1, True, -1.0)):
+        p = split_head_params(raw.view(1, H, -1), 5, 3, write=is_write)
+        torch.testing.assert_close(p.shift, torch.tensor([0.0, 1.0, walk]).softmax(0).expand(1, H, 3))
+    assert small().heads.bias.abs().sum() == 0  # both walk biases default to 0: nothing else moves
+    # With the head weights zeroed and the gate shut, the read head starts on row 0 and moves one row
+    # forward per step, as the write head does with write_walk_bias.
+    walker = small(n_rows=6, gate_bias=-30.0, read_walk_bias=30.0, write_walk_bias=30.0)
+    torch.nn.init.zeros_(walker.heads.weight)
+    out = walker(torch.zeros(1, 4, 4), record=True)
+    assert out.read_weights[0, :, 0].argmax(-1).tolist() == [1, 2, 3, 4]
+    assert out.write_weights[0, :, 0].argmax(-1).tolist() == [1, 2, 3, 4]
+
+
 def test_forget_bias_sets_the_lstm_forget_gate_only():
     default = small()
     model = small(forget_bias=3.0)

@@ -143,3 +143,21 @@ def test_sort_starts_with_memory_rows_that_differ_and_are_learned():
     assert memory.requires_grad and memory.std(0).min() > 0.1  # every column varies across rows
     _, _, task = build("ntm-copy", preset=None)
     assert not task.model.memory_init.memory.requires_grad  # the others keep the constant start
+
+
+def test_copy_full_preset_is_a_feedforward_machine_whose_heads_start_walking():
+    from foveal.memory import split_head_params
+
+    config = resolve_config(get_recipe("ntm-copy"), "full", None, {}, 0, 1)
+    spec = config.model
+    assert (spec.controller, spec.output_from, spec.n_rows) == ("feedforward", "both", 256)
+    assert config.generalise_lengths == (40, 60, 80, 100, 120) and config.max_len == 20
+    _, config, task = build("ntm-copy", preset="full", n_eval_long="2")
+    model = task.model
+    assert model.controller_kind == "feedforward"
+    assert model.out.in_features == model.controller_size + config.model.n_cols  # the output sees h and the read
+    read_raw, write_raw = model.heads.bias.split([model.read_param_size, model.write_param_size])
+    for raw, write in ((read_raw, False), (write_raw, True)):
+        p = split_head_params(raw.view(1, 1, -1), config.model.n_cols, config.model.n_shifts, write=write)
+        assert p.shift[0, 0].argmax() == 2 and p.shift[0, 0, 2] > 0.75  # shift +1: both heads start walking
+    assert {f"bits_len{n}" for n in config.generalise_lengths} <= task.evaluate(model.eval(), task.eval_set).keys()

@@ -66,6 +66,7 @@ class NTMSpec:
     read_gate_bias: float | None = None  # the read heads' gate bias (None: gate_bias)
     read_still_bias: float | None = None  # the read heads' still bias (None: still_bias)
     write_walk_bias: float = 0.0  # initial bias of the write heads' shift +1 logit: consecutive rows
+    read_walk_bias: float = 0.0  # initial bias of the read heads' shift +1 logit (copy's feed-forward start)
     forget_bias: float | None = None  # the LSTM controller's initial forget-gate bias (None: PyTorch's)
 
 
@@ -112,7 +113,7 @@ class NTM(nn.Module):
         self.gate_bias, self.still_bias, self.gamma_bias = gate_bias, still_bias, spec.gamma_bias
         self.read_gate_bias = gate_bias if spec.read_gate_bias is None else spec.read_gate_bias
         self.read_still_bias = still_bias if spec.read_still_bias is None else spec.read_still_bias
-        self.write_walk_bias = spec.write_walk_bias
+        self.write_walk_bias, self.read_walk_bias = spec.write_walk_bias, spec.read_walk_bias
         self.forget_bias = spec.forget_bias
 
         ctrl_in = input_size + n_read_heads * n_cols
@@ -160,8 +161,8 @@ class NTM(nn.Module):
             for start, reads in zip(torch.tensor([0, *sizes[:-1]]).cumsum(0).tolist(), is_read, strict=True):
                 self.heads.bias[start + C + 1] = self.read_gate_bias if reads else self.gate_bias
                 self.heads.bias[start + C + 2 + S // 2] = self.read_still_bias if reads else self.still_bias
-                if not reads and S > 1:
-                    self.heads.bias[start + C + 2 + S // 2 + 1] = self.write_walk_bias
+                if S > 1:
+                    self.heads.bias[start + C + 2 + S // 2 + 1] = self.read_walk_bias if reads else self.write_walk_bias
                 self.heads.bias[start + C + 2 + S] = self.gamma_bias
         if self.forget_bias is not None and isinstance(self.controller, nn.LSTMCell):
             with torch.no_grad():  # gates are ordered input, forget, cell, output
