@@ -29,8 +29,8 @@ test-slow: $(STAMP)
 	$(BIN)/python -m pytest -m slow
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests benchmarks studies
-	$(BIN)/ruff format --check src tests benchmarks studies
+	$(BIN)/ruff check src tests benchmarks studies scripts
+	$(BIN)/ruff format --check src tests benchmarks studies scripts
 
 bench: $(STAMP)
 	$(BIN)/foveal bench

@@ -9,7 +9,7 @@ from foveal.cli import main
 from foveal.sweep import docs_tables, markdown_table, read_results, run_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGES = sorted((ROOT / "docs").rglob("*.md")) + [ROOT / "README.md"]
+PAGES = [*sorted((ROOT / "docs").rglob("*.md")), ROOT / "README.md"]
 TINY = {"loop.steps": "3", "loop.eval_every": "0", "loop.ckpt_every": "0", "model.hidden": "4"}
 
 
