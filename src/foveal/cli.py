@@ -119,6 +119,11 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _command_line() -> str:
+    """The command as the user typed it, for the run's record."""
+    return " ".join(["foveal", *sys.argv[1:]])
+
+
 def _out(text: str) -> None:
     from foveal.train.distributed import is_main
 
@@ -161,6 +166,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         args.out,
         resume=args.resume,
         overwrite=args.overwrite,
+        command=_command_line(),
     )
     _out(json.dumps({"run": str(run.dir), "metrics": metrics}))
     return 0
@@ -255,7 +261,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
         from foveal.runs import run_pipeline
 
         out = args.out or Path("runs") / f"demo-{args.recipe}-{args.preset}"
-        result = run_pipeline(args.recipe, args.preset, out=out, threads=args.threads, sets=parse_sets(args.sets))
+        result = run_pipeline(
+            args.recipe, args.preset, out=out, threads=args.threads, sets=parse_sets(args.sets), command=_command_line()
+        )
         print(json.dumps({"run": str(result["run_dir"]), "metrics": result["metrics"]}, indent=2))
         print(f"report: {result['report']}", file=sys.stderr)
         print(f"wall time: {result['seconds']:.1f} s", file=sys.stderr)

@@ -129,11 +129,13 @@ def start_run(
     out: str | Path | None = None,
     resume: bool = False,
     overwrite: bool = False,
+    command: str = "python API",
 ) -> tuple[Run, dict[str, float]]:
     """Resolve and save the config, build the task, train: the one way a run is trained.
 
     Returns the trained :class:`Run` (task and model in memory) and the final metrics. See
-    :func:`prepare_run` for what a resumed run may change.
+    :func:`prepare_run` for what a resumed run may change. ``command`` is recorded in ``run.json``
+    as what made the run (the command line does it; a resumed run keeps its first command).
     """
     run_dir, recipe, preset, config = prepare_run(
         recipe_name, preset, config_file, sets, seed, threads, out, resume, overwrite
@@ -143,7 +145,7 @@ def start_run(
     started = time.time()
     metrics = train(task, config, run_dir, resume=resume)
     if is_main():
-        record_run_info(RunDir(run_dir), config, started, resume)
+        record_run_info(RunDir(run_dir), config, started, resume, command)
     return Run(run_dir, recipe, preset, config, task), metrics
 
 
@@ -162,10 +164,9 @@ def commit_id() -> str:
     return head.stdout.strip() + ("+" if dirty.stdout.strip() else "")
 
 
-def record_run_info(run: RunDir, config: RunConfig, started: float, resumed: bool) -> None:
+def record_run_info(run: RunDir, config: RunConfig, started: float, resumed: bool, command: str) -> None:
     """Write ``run.json``: the command, when, how long (every resumed part added), commit and versions."""
     import platform
-    import sys
 
     import torch
 
@@ -175,7 +176,7 @@ def record_run_info(run: RunDir, config: RunConfig, started: float, resumed: boo
     seconds = time.time() - started
     info.update(
         {
-            "command": info.get("command") or (" ".join(["foveal", *sys.argv[1:]]) if _from_cli() else "python API"),
+            "command": info.get("command") or command,
             "started": info.get("started") or time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(started)),
             "seconds": round(info.get("seconds", 0.0) + seconds, 1),
             "parts": info.get("parts", 0) + 1,
@@ -188,12 +189,6 @@ def record_run_info(run: RunDir, config: RunConfig, started: float, resumed: boo
         }
     )
     write_text_atomic(json.dumps(info, indent=2) + "\n", run.info)
-
-
-def _from_cli() -> bool:
-    import sys
-
-    return Path(sys.argv[0]).name in ("foveal", "__main__.py") or sys.argv[0].endswith("foveal")
 
 
 def load_run(run_dir: str | Path) -> Run:
@@ -268,6 +263,7 @@ def run_pipeline(
     threads: int | None = None,
     sets: dict[str, Any] | None = None,
     seed: int | None = None,
+    command: str = "python API",
 ) -> dict[str, Any]:
     """Train from scratch, evaluate, draw and write the report: ``foveal demo`` for any recipe.
 
@@ -276,7 +272,9 @@ def run_pipeline(
     from foveal.viz.report import write_report
 
     start = time.monotonic()
-    run, metrics = start_run(recipe, preset, sets=sets, seed=seed, threads=threads, out=out, overwrite=True)
+    run, metrics = start_run(
+        recipe, preset, sets=sets, seed=seed, threads=threads, out=out, overwrite=True, command=command
+    )
     # The loop's final evaluation is of this very model: keep it rather than evaluate again.
     if run.task.evaluate is not None and run.task.eval_set is not None:
         write_text_atomic(json.dumps(metrics, indent=2) + "\n", RunDir(run.dir).eval)

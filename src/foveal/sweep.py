@@ -97,7 +97,10 @@ def run_sweep(
             tag = "-".join(f"{k.split('.')[-1]}={v}" for k, v in cell.items()) or "default"
             out = Path(runs_dir) / name / f"{tag}-seed{seed}"
             wall, cpu = time.monotonic(), resource.getrusage(resource.RUSAGE_SELF).ru_utime
-            _, metrics = start_run(recipe, preset, sets=settings, seed=seed, threads=threads, out=out, overwrite=True)
+            command = f"foveal sweep {name} {recipe}"
+            _, metrics = start_run(
+                recipe, preset, sets=settings, seed=seed, threads=threads, out=out, overwrite=True, command=command
+            )
             row |= {
                 "metrics": metrics,
                 "wall_s": round(time.monotonic() - wall, 1),
