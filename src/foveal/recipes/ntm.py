@@ -315,7 +315,7 @@ _register(
             "generalise_lengths": (40, 60, 80, 100, 120),
             "n_eval_long": 500,
         },
-        # The LSTM controller the shipped ntm-copy weights were trained with: converges (850-1950 steps),
+        # The LSTM controller the previous full preset used: converges (850-1950 steps),
         # then trains on at a tenth of the rate (anneal); the forget gate starts at bias 3: length 40 < 1
         # bit for 5 of 5 seeds, 1 of 5 with PyTorch's init; length 80 and beyond fail (docs/ntm.md).
         "full-lstm": {
