@@ -12,6 +12,7 @@ import dataclasses
 import difflib
 import inspect
 import re
+from collections.abc import Mapping
 from functools import cache
 from typing import Any, TypeVar
 
@@ -78,3 +79,20 @@ def field_docs(cls: type) -> dict[str, str]:
                     docs[match.group(1)] = doc
             above = []
     return docs
+
+
+def flatten(overrides: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Turn nested dicts into dotted keys: ``{"loop": {"lr": 1}}`` -> ``{"loop.lr": 1}``.
+
+    Example:
+        >>> flatten({"seed": 1, "loop": {"lr": 0.1}})
+        {'seed': 1, 'loop.lr': 0.1}
+    """
+    flat: dict[str, Any] = {}
+    for key, value in overrides.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            flat.update(flatten(value, f"{name}."))
+        else:
+            flat[name] = value
+    return flat

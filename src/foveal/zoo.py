@@ -23,7 +23,7 @@ from torch import nn
 from foveal.errors import FovealError
 from foveal.recipes.base import Recipe, RunConfig, Task
 from foveal.recipes.config import apply_overrides, config_to_dict
-from foveal.runs import get_recipe
+from foveal.runs import commit_id, get_recipe
 from foveal.train import seed_everything
 from foveal.train.checkpoint import load_model_state, write_text_atomic
 
@@ -100,8 +100,6 @@ def pretrained(name: str) -> nn.Module:
 
 def save(name: str, run: Any, metrics: dict[str, float], check: dict[str, Any], command: str, seconds: float) -> Path:
     """Write ``weights/NAME/`` from a trained :class:`foveal.runs.Run`: weights, then the card."""
-    import subprocess
-
     import torch
     from safetensors.torch import save_file
 
@@ -110,7 +108,7 @@ def save(name: str, run: Any, metrics: dict[str, float], check: dict[str, Any], 
     state = {key: value.detach().contiguous().clone() for key, value in run.task.model.state_dict().items()}
     save_file(state, str(directory / "model.safetensors"))
     (directory / "model.safetensors").chmod(0o644)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    commit = commit_id()
     entry = Card(
         name=name,
         recipe=run.recipe.name,
@@ -119,7 +117,7 @@ def save(name: str, run: Any, metrics: dict[str, float], check: dict[str, Any], 
         metrics=metrics,
         check=check,
         command=command,
-        commit=commit or "unknown",
+        commit=commit,
         torch=torch.__version__,
         seconds=round(seconds, 1),
     )

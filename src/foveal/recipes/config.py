@@ -23,26 +23,9 @@ from typing import Any, Literal
 
 from foveal.errors import FovealError
 from foveal.recipes.base import Recipe, RunConfig
-from foveal.specs import field_docs
+from foveal.specs import field_docs, flatten
 from foveal.train.checkpoint import write_text_atomic
 from foveal.train.run_dir import RunDir
-
-
-def flatten(overrides: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """Turn nested dicts into dotted keys: ``{"loop": {"lr": 1}}`` -> ``{"loop.lr": 1}``.
-
-    Example:
-        >>> flatten({"seed": 1, "loop": {"lr": 0.1}})
-        {'seed': 1, 'loop.lr': 0.1}
-    """
-    flat: dict[str, Any] = {}
-    for key, value in overrides.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, Mapping):
-            flat.update(flatten(value, f"{name}."))
-        else:
-            flat[name] = value
-    return flat
 
 
 def field_types(cls: type) -> dict[str, Any]:

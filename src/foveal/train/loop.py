@@ -20,6 +20,7 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader
 
 from foveal.errors import CheckpointError, NonFiniteError
+from foveal.specs import flatten
 from foveal.train import checkpoint as ckpt
 from foveal.train import distributed as D
 from foveal.train.metrics import MetricsLog
@@ -206,13 +207,6 @@ class Trainer:
         self.step_count, self.skipped = state["step"], state.get("skipped", 0)
 
 
-def _flat(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in d.items():
-        out.update(_flat(v, f"{prefix}{k}.") if isinstance(v, dict) else {f"{prefix}{k}": v})
-    return out
-
-
 def train(task: Task, config: RunConfig, run_dir: str | Path | RunDir, resume: bool = False) -> dict[str, float]:
     """Train ``task.model`` for ``config.loop.steps`` optimiser steps and return the final metrics.
 
@@ -323,7 +317,7 @@ def _train(task: Task, config: RunConfig, run: RunDir, resume: bool, device: tor
         last_train = flush_window(step) or last_train
         final = run_eval(step)
         save()
-        log.hparams(_flat(dataclasses.asdict(config)), final or last_train)
+        log.hparams(flatten(dataclasses.asdict(config)), final or last_train)
     finally:
         log.close()
     return final or last_train

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from foveal.specs import flatten
 from foveal.train.run_dir import RunDir
 from foveal.viz._mpl import pyplot
 
@@ -96,17 +97,6 @@ def figure(path: Path, page_dir: Path, caption: str | None = None) -> str:
     src = Path(os.path.relpath(path, page_dir)).as_posix()
     text = html.escape(caption or path.name)
     return f'<figure><img src="{html.escape(src)}" alt="{text}" loading="lazy"><figcaption>{text}</figcaption></figure>'
-
-
-def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """Nested dicts as dotted keys, the way ``--set`` names them."""
-    out: dict[str, Any] = {}
-    for k, v in d.items():
-        if isinstance(v, dict):
-            out.update(flatten(v, f"{prefix}{k}."))
-        else:
-            out[f"{prefix}{k}"] = v
-    return out
 
 
 def page(title: str, body: Sequence[str]) -> str:
