@@ -10,7 +10,10 @@ argument, what was expected and what came:
 - every tensor that enters arithmetic is floating point, and all of one call share a dtype, the
   module's parameters' too (:func:`check_floating`, :func:`check_module_dtype`); autocast, which
   mixes them on purpose, is left to cast them itself;
-- 16-bit floats are accepted, and the parts whose range they cannot hold run in :func:`work_dtype`.
+- 16-bit floats are accepted, and the parts whose range they cannot hold run in :func:`work_dtype`;
+- :func:`tracing` says when ``torch.compile`` or ``torch.export`` traces the code, so that a check
+  of a tensor's *values* (not its shape or dtype), or a path sized by them, can step aside: the
+  values are not known then, and reading them would break the graph.
 """
 
 from __future__ import annotations
@@ -280,6 +283,21 @@ def check_index(name: str, index: Tensor, low: int, high: int) -> Tensor:
         if smallest < low or largest > high:
             raise FovealError(f"{name}: expected integers in [{low}, {high}], got values from {smallest} to {largest}")
     return index
+
+
+def tracing() -> bool:
+    """True while ``torch.compile`` or ``torch.export`` traces the code, or ``torch.jit.trace`` records it.
+
+    A traced graph is run later at other values, so code that reads a tensor's values into Python
+    (a size, a branch, a check) cannot be part of it: a compile stops the graph there (or fails with
+    ``fullgraph=True``), an export fails, and ``torch.jit.trace`` keeps the value it saw. Such code
+    asks this first and takes a path that does not read values.
+
+    Example:
+        >>> tracing()
+        False
+    """
+    return torch.compiler.is_compiling() or torch.jit.is_tracing()
 
 
 def work_dtype(*dtypes: torch.dtype) -> torch.dtype:

@@ -128,7 +128,10 @@ def gaussian_glimpse(
             ``~erfc(support / sqrt 2) / 2`` per filter: 3e-7 at the default 5); ``False`` always
             takes the dense product; ``"auto"`` takes the window when its area is at most
             :data:`TRUNCATE_AREA_FRACTION` of the image (zoomed-in glimpses: small ``std`` and ``d``).
-            The window's size is the largest the batch needs and is read with one ``.item()``.
+            The window's size is the largest the batch needs, read from the device with one
+            ``.tolist()``, which a traced graph cannot hold: while ``torch.compile`` or
+            ``torch.export`` traces the call, ``"auto"`` takes the dense product (exact at any
+            parameters, so the graph is right wherever it is run) and ``True`` raises.
             A sample with NaN or infinite parameters takes no part in that choice and is read by the
             dense product: the others' glimpses are what they would be without it.
         support: how many standard deviations of each Gaussian the window keeps.
@@ -137,7 +140,8 @@ def gaussian_glimpse(
     Raises:
         ValueError (:class:`~foveal.errors.FovealError`): a shape that does not fit (batch sizes that
             differ), images or parameters that are not floating point or not of one dtype, a size
-            below 1, an unknown ``truncate``, ``support <= 0`` or ``eps < 0``.
+            below 1, an unknown ``truncate``, ``support <= 0`` or ``eps < 0``; ``truncate=True`` while
+            a graph is traced.
 
     Shape:
         - images: ``(B, C, H, W)``, floating point (16-bit floats: the filters are computed in float32)
@@ -347,12 +351,14 @@ def gaussian_read(
         error_images: ``x_hat``, the error image (``x - sigmoid(c_{t-1})`` in DRAW); its glimpse is
             concatenated after the image's along the channels. None reads the image alone.
         truncate, support: the windowed fast path, as in :func:`gaussian_glimpse` (a sample with NaN or
-            infinite parameters is read by the dense product and changes no other sample's glimpse).
+            infinite parameters is read by the dense product and changes no other sample's glimpse;
+            while a graph is traced, ``"auto"`` is the dense product and ``True`` raises).
         eps: added to each filter's sum.
 
     Raises:
         ValueError (:class:`~foveal.errors.FovealError`): a shape that does not fit, tensors that are
-            not floating point or not of one dtype, ``N`` below 1, or an option out of range.
+            not floating point or not of one dtype, ``N`` below 1, or an option out of range;
+            ``truncate=True`` while a graph is traced.
 
     Shape:
         - images, error_images: ``(B, C, H, W)``, floating point, one dtype

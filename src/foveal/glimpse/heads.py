@@ -22,7 +22,8 @@ class GaussianRead(nn.Module):
     Args:
         in_features: size of the state ``h`` (DRAW: the decoder's previous hidden state).
         N: the glimpse is ``N x N``.
-        truncate: as in :func:`gaussian_glimpse`.
+        truncate: as in :func:`gaussian_glimpse`: ``"auto"`` compiles and exports (the dense product
+            while traced), ``True`` does not.
 
     Raises:
         ValueError (:class:`~foveal.errors.FovealError`): ``in_features`` or ``N`` below 1, an unknown

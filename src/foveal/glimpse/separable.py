@@ -10,6 +10,11 @@ channels, no 3-operand einsum). When the Gaussians are narrow and close together
 glimpse: filters of a few pixels on a large image), almost every filter weight is zero; the
 truncated path then multiplies only a window of the image that holds every Gaussian out to
 ``support`` standard deviations.
+
+Graphs. The window's size is read from the parameters' values, which a traced graph cannot do (it
+would fail, or keep the size of the one call it saw). While ``torch.compile`` or ``torch.export``
+traces it (:func:`~foveal._checks.tracing`), ``truncate="auto"`` takes the dense product, exact at
+any parameters, and ``truncate=True`` is refused.
 """
 
 from __future__ import annotations
@@ -19,7 +24,8 @@ from typing import Literal
 import torch
 from torch import Tensor
 
-from foveal._checks import check_choice, work_dtype
+from foveal._checks import check_choice, tracing, work_dtype
+from foveal.errors import FovealError
 from foveal.glimpse.crop import CORNER_LIMIT, crop
 
 TRUNCATE_AREA_FRACTION = 0.25
@@ -136,11 +142,17 @@ def separable_glimpse(
             Gaussians (cut out with :func:`~foveal.glimpse.crop`, pixels off the image masked out of
             the sums); ``False`` always takes the dense product; ``"auto"`` takes the window when its
             area is at most :data:`TRUNCATE_AREA_FRACTION` of the image. The window's size is the
-            largest the batch needs and is read with one ``.item()``.
+            largest the batch needs, read from the device with one ``.tolist()``; while a graph is
+            traced (``torch.compile``, ``torch.export``), ``"auto"`` takes the dense product instead
+            and ``True`` is refused.
         support: how many standard deviations of each Gaussian the window keeps.
         eps: added to each row's sum (see :func:`gaussian_rows`).
         finite: False for a sample whose parameters were not finite before they became the axes (DRAW
             clamps them); None if the axes say it all.
+
+    Raises:
+        ValueError (:class:`~foveal.errors.FovealError`): ``truncate=True`` while a graph is traced
+            (the window's size cannot be read there).
 
     A sample whose window is not finite (NaN or infinite parameters), or whose ``finite`` is False,
     takes no part in choosing the window and is read by the dense product instead (what
@@ -163,11 +175,19 @@ def separable_glimpse(
         (torch.Size([1, 2, 4, 4]), True)
     """
     check_choice("truncate", truncate, (True, False, "auto"))
+    traced = tracing()
+    if truncate is True and traced:
+        raise FovealError(
+            "truncate=True: the windowed product reads the size of its window from the parameter values, "
+            'which a traced graph (torch.compile, torch.export) cannot do; pass truncate="auto", which takes '
+            "the dense product while tracing (exact at any parameters), or truncate=False"
+        )
     H, W = images.shape[-2:]
     h, w = size
     work = work_dtype(images.dtype, *(t.dtype for t in (*axis_y, *axis_x)))
     axis_y, axis_x = tuple(t.to(work) for t in axis_y), tuple(t.to(work) for t in axis_x)
-    if truncate is not False:
+    # A traced graph is replayed at other parameters, and only the dense product is right at all of them.
+    if truncate is not False and not traced:
         y0, y_span = _window(axis_y, h, support, origin)
         x0, x_span = _window(axis_x, w, support, origin)
         windowed = torch.isfinite(y_span) & torch.isfinite(x_span)

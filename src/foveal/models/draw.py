@@ -41,7 +41,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from foveal._checks import check_shape
+from foveal._checks import check_shape, tracing
 from foveal.glimpse.gaussian import draw_window, gaussian_read, gaussian_write
 from foveal.registry import MODELS
 from foveal.specs import resolve_spec
@@ -278,7 +278,8 @@ class DRAW(nn.Module):
             noise: the standard-normal ``eps`` of every step (drawn if None), ``z_t = mu + sigma eps_t``.
             generator: the random source for ``noise`` when it is drawn.
             return_steps: also return every canvas, head parameters and latent.
-            check_binary: verify that ``x`` is 0/1.
+            check_binary: verify that ``x`` is 0/1. The check reads every pixel's value, so it is
+                skipped while ``torch.compile`` or ``torch.export`` traces the forward.
 
         Shape:
             - x: ``(B, C, H, W)``
@@ -287,7 +288,8 @@ class DRAW(nn.Module):
         H, W = self.image_size
         sizes = check_shape("x", x, ("B", self.channels, H, W))
         B = sizes["B"]
-        if check_binary and ((x != 0) & (x != 1)).any():
+        # A traced graph has no pixel values to branch on: the check would break it.
+        if check_binary and not tracing() and ((x != 0) & (x != 1)).any():
             raise ValueError(
                 "DRAW scores x with a Bernoulli likelihood, which needs binary (0/1) pixels: binarise the "
                 "data (foveal.data.binarize) or pass check_binary=False knowingly"
