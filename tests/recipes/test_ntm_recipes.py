@@ -163,3 +163,33 @@ def test_copy_full_preset_is_a_feedforward_machine_whose_heads_start_walking():
         p = split_head_params(raw.view(1, 1, -1), config.model.n_cols, config.model.n_shifts, write=write)
         assert p.shift[0, 0].argmax() == 2 and p.shift[0, 0, 2] > 0.75  # shift +1: both heads start walking
     assert {f"bits_len{n}" for n in config.generalise_lengths} <= task.evaluate(model.eval(), task.eval_set).keys()
+
+
+def test_repeat_copy_scores_longer_sequences_and_more_repeats_than_it_trains_on():
+    _, config, task = build("ntm-repeat-copy", n_eval_long="2")
+    assert (config.max_len, config.max_repeats) == (5, 5)
+    extras = task.eval_set.extras
+    assert list(extras) == ["len8_rep3", "len10_rep3", "len3_rep8", "len3_rep10"]
+    top = task.eval_set.main.task
+    for name, (length, repeats) in {"len10_rep3": (10, 3), "len3_rep10": (3, 10)}.items():
+        batch = extras[name][0]
+        assert batch.targets.shape[1] == length * repeats + 1
+        # The count is normalised by the training range (1-5), not by its own: the map the model learned.
+        count = batch.inputs[0, length, config.width + 1].item()
+        assert count == pytest.approx(top.normalise_repeats(repeats))
+    assert top.normalise_repeats(10) - top.normalise_repeats(5) == pytest.approx(5 / 2**0.5)  # std of 1-5: sqrt(2)
+    with torch.no_grad():
+        scores = task.evaluate(task.model.eval(), task.eval_set)
+    assert {f"{m}_{name}" for m in ("bits", "cost") for name in extras} <= scores.keys()
+
+
+def test_recall_scores_more_items_than_it_trains_on():
+    _, config, task = build("ntm-recall", n_eval_long="2")
+    assert config.max_items == 3 and list(task.eval_set.extras) == ["items4", "items5", "items6"]
+    k = config.item_len
+    assert task.eval_set.extras["items6"][0].inputs.shape[1] == 6 * (k + 1) + k + 2 + k
+    with torch.no_grad():
+        scores = task.evaluate(task.model.eval(), task.eval_set)
+    assert {"bits_items4", "cost_items6"} <= scores.keys()
+    _, config, task = build("ntm-recall", preset=None, n_eval_long="2")  # the paper's range: 8 and 12
+    assert list(task.eval_set.extras) == ["items8", "items12"]
