@@ -40,7 +40,7 @@ import numbers
 import torch
 from torch import Tensor
 
-from foveal._checks import check_floating, check_number, check_shape, check_tensor, work_dtype
+from foveal._checks import check_floating, check_number, check_shape, check_tensor, tracing, work_dtype
 from foveal.errors import FovealError
 
 EPS = 1e-8
@@ -207,7 +207,9 @@ def _check_shift(shift: Tensor, n_rows: int) -> None:
 def _circular_shift(w: Tensor, shift: Tensor) -> Tensor:
     n_rows, n_shifts = w.shape[-1], shift.shape[-1]
     _check_shift(shift, n_rows)
-    shifted = w[..., _shift_index(n_rows, n_shifts, w.device)]  # (B, H, S, R)
+    # A traced graph builds the index itself (the graph keeps it): the cache is for eager calls.
+    index = (_shift_index.__wrapped__ if tracing() else _shift_index)(n_rows, n_shifts, w.device)
+    shifted = w[..., index]  # (B, H, S, R)
     return (shift.unsqueeze(-1) * shifted).sum(dim=-2)
 
 

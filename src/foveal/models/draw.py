@@ -73,6 +73,29 @@ class DRAWSpec:
     learn_canvas: bool = True  # learn the start canvas c_0 (zero at the start); False keeps c_0 = 0
 
 
+class DRAWState(NamedTuple):
+    """What one drawing step hands the next."""
+
+    canvas: Tensor  # (B, C, H, W): c_t, logits
+    c_enc: Tensor  # (B, E): the encoder LSTM's cell
+    c_dec: Tensor  # (B, D): the decoder LSTM's cell
+    enc_in: Tensor  # (B, 4E): the encoder's gates from everything but the next read (h_enc, h_dec, x)
+    dec_rec: Tensor  # (B, 4D): the decoder's gates from h_dec
+    read_p: Tensor | None  # (B, 5): the next read's raw head parameters (None without attention)
+
+
+class DRAWWeights(NamedTuple):
+    """The weights one forward pass multiplies with, stacked once for every step."""
+
+    W_read: Tensor  # the encoder's input weights for the read (for x_hat only without attention)
+    enc_from_x: Tensor | None  # without attention: the constant x half of the encoder's input product
+    W_enc: Tensor
+    b_enc: Tensor
+    W_dec: Tensor
+    b_dec: Tensor
+    splits: tuple[int, ...]  # the blocks of W_dec's output (see DRAW._split_dec)
+
+
 class DRAWOutput(NamedTuple):
     """What :meth:`DRAW.forward` returns; the per-step fields are None unless ``return_steps``.
 
@@ -138,6 +161,8 @@ class DRAW(nn.Module):
         >>> model.generate(2).canvases.shape
         torch.Size([3, 2, 1, 8, 8])
     """
+
+    compiled_method = "step"  # foveal.compiling compiles one drawing step, shared by every step
 
     def __init__(
         self, image_size: tuple[int, int], channels: int, spec: DRAWSpec | None = None, **options: Any
@@ -230,7 +255,7 @@ class DRAW(nn.Module):
 
     # -- the step, with the stacked weights -----------------------------------------------------
 
-    def _stacked(self) -> tuple[Tensor, Tensor, Tensor, Tensor, list[int]]:
+    def _stacked(self, x: Tensor) -> DRAWWeights:
         """The weights that multiply ``h_enc_t`` and ``h_dec_t``, stacked (see the module docstring)."""
         enc, dec = self.encoder, self.decoder
         r = self.read_dim
@@ -243,9 +268,15 @@ class DRAW(nn.Module):
         heads_b = [self.write_head.bias, self.read_head.bias] if self.attention else []
         W_dec = torch.cat([self.write_patch.weight, *heads_w, enc.weight_ih[:, r:], dec.weight_hh])
         b_dec = torch.cat([self.write_patch.bias, *heads_b, torch.zeros_like(enc.bias_ih), dec.bias_hh + dec.bias_ih])
-        splits = [self.write_patch.out_features, *([5, 5] if self.attention else []), 4 * enc.hidden_size]
-        splits.append(4 * dec.hidden_size)
-        return W_enc, b_enc, W_dec, b_dec, splits
+        splits = (self.write_patch.out_features, *((5, 5) if self.attention else ()), 4 * enc.hidden_size)
+        splits = (*splits, 4 * dec.hidden_size)
+        W_read = enc.weight_ih[:, :r]
+        enc_from_x = None
+        if not self.attention:  # [x, x_hat]: the x half of the encoder's input product is constant
+            pixels = x[0].numel()
+            enc_from_x = F.linear(x.reshape(x.shape[0], -1), W_read[:, :pixels])
+            W_read = W_read[:, pixels:]
+        return DRAWWeights(W_read, enc_from_x, W_enc, b_enc, W_dec, b_dec, splits)
 
     @staticmethod
     def _lstm(gates: Tensor, cell: Tensor) -> tuple[Tensor, Tensor]:
@@ -253,13 +284,39 @@ class DRAW(nn.Module):
         cell = torch.sigmoid(f) * cell + torch.sigmoid(i) * torch.tanh(g)
         return torch.sigmoid(o) * torch.tanh(cell), cell
 
-    def _split_dec(self, out: Tensor, splits: list[int]) -> tuple[Tensor, Tensor | None, Tensor | None, Tensor, Tensor]:
+    def _split_dec(
+        self, out: Tensor, splits: tuple[int, ...]
+    ) -> tuple[Tensor, Tensor | None, Tensor | None, Tensor, Tensor]:
         parts = out.split(splits, dim=1)
         if self.attention:
             patch, write_p, read_p, enc_from_dec, dec_rec = parts
             return patch, write_p, read_p, enc_from_dec, dec_rec
         patch, enc_from_dec, dec_rec = parts
         return patch, None, None, enc_from_dec, dec_rec
+
+    def step(
+        self, x: Tensor, noise_t: Tensor, state: DRAWState, weights: DRAWWeights
+    ) -> tuple[DRAWState, Tensor, Tensor, Tensor | None]:
+        """One drawing step: read, encode, sample ``z_t``, decode, write.
+
+        Returns the next state, ``(mu_t, log sigma_t)`` stacked ``(2, B, Z)``, ``z_t`` and the write
+        head's parameters (None without attention).
+        """
+        B, Z = x.shape[0], self.z_size
+        x_hat = x - torch.sigmoid(state.canvas)
+        read = self.read(x, x_hat, state.read_p) if self.attention else x_hat.reshape(B, -1)
+        h_enc, c_enc = self._lstm(torch.addmm(state.enc_in, read, weights.W_read.t()), state.c_enc)
+        enc_out = F.linear(h_enc, weights.W_enc, weights.b_enc)
+        mu, log_sigma = enc_out[:, :Z], guard(enc_out[:, Z : 2 * Z])
+        z = torch.addcmul(mu, torch.exp(log_sigma), noise_t)  # z_t = mu + sigma eps_t, fresh eps_t
+        h_dec, c_dec = self._lstm(torch.addmm(state.dec_rec, z, self.decoder.weight_ih.t()), state.c_dec)
+        dec_out = F.linear(h_dec, weights.W_dec, weights.b_dec)
+        patch, write_p, read_p, enc_from_dec, dec_rec = self._split_dec(dec_out, weights.splits)
+        canvas = state.canvas + self.write(patch, write_p)
+        enc_in = enc_out[:, 2 * Z :] + enc_from_dec
+        if weights.enc_from_x is not None:
+            enc_in = enc_in + weights.enc_from_x
+        return DRAWState(canvas, c_enc, c_dec, enc_in, dec_rec, read_p), torch.stack([mu, log_sigma]), z, write_p
 
     def forward(
         self,
@@ -298,49 +355,40 @@ class DRAW(nn.Module):
             noise = torch.randn(self.steps, B, self.z_size, generator=generator, device=x.device, dtype=x.dtype)
         check_shape("noise", noise, (self.steps, B, self.z_size))
 
-        W_enc, b_enc, W_dec, b_dec, splits = self._stacked()
-        enc, Z = self.encoder, self.z_size
-        W_read = enc.weight_ih[:, : self.read_dim]
-        if not self.attention:  # [x, x_hat]: the x half of the encoder's input product is constant
-            pixels = self.channels * H * W
-            enc_from_x = F.linear(x.reshape(B, -1), W_read[:, :pixels])
-            W_read = W_read[:, pixels:]
-
-        c_enc = x.new_zeros(B, enc.hidden_size)
-        c_dec = x.new_zeros(B, self.decoder.hidden_size)
-        enc_out = b_enc.expand(B, -1)  # W_enc h_enc_0 + b with h_enc_0 = 0
-        dec_out = b_dec.expand(B, -1)  # W_dec h_dec_0 + b with h_dec_0 = 0
-        _, _, read_p, enc_from_dec, dec_rec = self._split_dec(dec_out, splits)
-        enc_rec = enc_out[:, 2 * Z :]
-        canvas = self.canvas0.expand(B, -1, -1, -1)
+        weights = self._stacked(x)
+        dec_out = weights.b_dec.expand(B, -1)  # W_dec h_dec_0 + b with h_dec_0 = 0
+        _, _, read_p, enc_from_dec, dec_rec = self._split_dec(dec_out, weights.splits)
+        enc_in = weights.b_enc[2 * self.z_size :].expand(B, -1) + enc_from_dec  # W_enc h_enc_0 + b, h_enc_0 = 0
+        if weights.enc_from_x is not None:
+            enc_in = enc_in + weights.enc_from_x
+        state = DRAWState(
+            self.canvas0.expand(B, -1, -1, -1),
+            x.new_zeros(B, self.encoder.hidden_size),
+            x.new_zeros(B, self.decoder.hidden_size),
+            enc_in,
+            dec_rec,
+            read_p,
+        )
         # Per-step Q statistics and z are kept and the KL terms computed once after the loop:
         # the same numbers in a handful of vectorised ops instead of a dozen per step.
         stats, zs = [], []
         steps: dict[str, list[Tensor]] = {"canvases": [], "read": [], "write": []}
-
         for t in range(self.steps):
-            x_hat = x - torch.sigmoid(canvas)
-            if self.attention:
-                gates = torch.addmm(enc_rec + enc_from_dec, self.read(x, x_hat, read_p), W_read.t())
+            read_p = state.read_p
+            # The first step is the class's own: its start state (broadcast) would otherwise need a
+            # graph of its own when the step is compiled.
+            if t == 0:
+                state, stat, z, write_p = type(self).step(self, x, noise[t], state, weights)
             else:
-                gates = torch.addmm(enc_rec + enc_from_dec + enc_from_x, x_hat.reshape(B, -1), W_read.t())
-            h_enc, c_enc = self._lstm(gates, c_enc)
-            enc_out = F.linear(h_enc, W_enc, b_enc)
-            mu, log_sigma = enc_out[:, :Z], guard(enc_out[:, Z : 2 * Z])
-            enc_rec = enc_out[:, 2 * Z :]
-            z = torch.addcmul(mu, torch.exp(log_sigma), noise[t])  # z_t = mu + sigma eps_t, fresh eps_t
-            stats.append(torch.stack([mu, log_sigma]))
+                state, stat, z, write_p = self.step(x, noise[t], state, weights)
+            stats.append(stat)
             zs.append(z)
-
-            h_dec, c_dec = self._lstm(torch.addmm(dec_rec, z, self.decoder.weight_ih.t()), c_dec)
-            patch, write_p, next_read_p, enc_from_dec, dec_rec = self._split_dec(F.linear(h_dec, W_dec, b_dec), splits)
-            canvas = canvas + self.write(patch, write_p)
             if return_steps:
-                steps["canvases"].append(canvas)
+                steps["canvases"].append(state.canvas)
                 if self.attention:
                     steps["read"].append(read_p)
                     steps["write"].append(write_p)
-            read_p = next_read_p
+        canvas = state.canvas
 
         mu, log_sigma = torch.stack(stats).unbind(1)  # (T, B, Z) each
         z = torch.stack(zs)

@@ -42,6 +42,17 @@ class NTMOutput(NamedTuple):
     memory: Tensor | None = None  # (B, T, R, C): the memory after each step's write
 
 
+class NTMState(NamedTuple):
+    """What one time step hands the next."""
+
+    h: Tensor  # (B, controller_size): the controller's output
+    c: Tensor  # (B, controller_size): the LSTM's cell (unused by the feed-forward controller)
+    reads: Tensor  # (B, H_read, C): the read vectors
+    w_read: Tensor  # (B, H_read, R)
+    w_write: Tensor  # (B, H_write, R)
+    memory: Tensor  # (B, R, C)
+
+
 @dataclass
 class NTMSpec:
     """The options of :class:`NTM`, each with its default."""
@@ -89,6 +100,8 @@ class NTM(nn.Module):
         >>> out.logits.shape, out.read_weights.shape, out.memory.shape
         (torch.Size([2, 7, 3]), torch.Size([2, 7, 1, 6]), torch.Size([2, 7, 6, 5]))
     """
+
+    compiled_method = "step"  # foveal.compiling compiles one time step, shared by every length
 
     def __init__(self, input_size: int, output_size: int, spec: NTMSpec | None = None, **options: Any) -> None:
         super().__init__()
@@ -172,46 +185,57 @@ class NTM(nn.Module):
         nn.init.xavier_uniform_(self.out.weight)
         nn.init.zeros_(self.out.bias)
 
+    def initial_state(self, batch: int, dtype: torch.dtype = torch.float32) -> NTMState:
+        """The state every sequence starts from, for ``batch`` sequences."""
+        w0 = self.w0_logits.softmax(dim=-1).expand(batch, -1, -1)
+        return NTMState(
+            self.h0.expand(batch, -1),
+            self.c0.expand(batch, -1),
+            self.r0.expand(batch, -1, -1),
+            w0[:, : self.n_read_heads],
+            w0[:, self.n_read_heads :],
+            self.memory_init(batch).to(dtype),
+        )
+
+    def step(self, x_t: Tensor, state: NTMState) -> tuple[Tensor, NTMState]:
+        """One time step: the logits ``(B, O)`` for input ``x_t`` ``(B, input_size)``, and the next state."""
+        h, c, reads, w_read, w_write, memory = state
+        batch = x_t.shape[0]
+        Hr, Hw = self.n_read_heads, self.n_write_heads
+        ctrl_in = torch.cat([x_t, reads.flatten(1)], dim=-1)
+        if self.controller_kind == "lstm":
+            h, c = self.controller(ctrl_in, (h, c))
+        else:
+            h = torch.tanh(self.controller(ctrl_in))
+        raw = self.heads(h)
+        raw_read, raw_write = raw.split([Hr * self.read_param_size, Hw * self.write_param_size], dim=-1)
+        if Hw:
+            p = split_head_params(raw_write.view(batch, Hw, -1), self.n_cols, self.n_shifts, write=True)
+            w_write = address(p.key, p.beta, p.gate, p.shift, p.gamma, memory, w_write, self.eps)
+            memory = write(memory, w_write, p.erase, p.add)
+        p = split_head_params(raw_read.view(batch, Hr, -1), self.n_cols, self.n_shifts, write=False)
+        w_read = address(p.key, p.beta, p.gate, p.shift, p.gamma, memory, w_read, self.eps)
+        reads = read(memory, w_read)
+        out_in = torch.cat([h, reads.flatten(1)], dim=-1) if self.output_from == "both" else reads.flatten(1)
+        return self.out(out_in), NTMState(h, c, reads, w_read, w_write, memory)
+
     def forward(self, x: Tensor, *, record: bool = False) -> NTMOutput:
         check_shape("x", x, ("B", "T", self.input_size))
-        batch, steps = x.shape[:2]
-        Hr, Hw = self.n_read_heads, self.n_write_heads
-
-        h = self.h0.expand(batch, -1)
-        c = self.c0.expand(batch, -1)
-        reads = self.r0.expand(batch, -1, -1)
-        w0 = self.w0_logits.softmax(dim=-1).expand(batch, -1, -1)
-        w_read, w_write = w0[:, :Hr], w0[:, Hr:]
-        memory = self.memory_init(batch).to(x.dtype)
-
-        logits, read_ws, write_ws, memories = [], [], [], []
-        for t in range(steps):
-            ctrl_in = torch.cat([x[:, t], reads.flatten(1)], dim=-1)
-            if self.controller_kind == "lstm":
-                h, c = self.controller(ctrl_in, (h, c))
-            else:
-                h = torch.tanh(self.controller(ctrl_in))
-            raw = self.heads(h)
-            raw_read, raw_write = raw.split([Hr * self.read_param_size, Hw * self.write_param_size], dim=-1)
-            if Hw:
-                p = split_head_params(raw_write.view(batch, Hw, -1), self.n_cols, self.n_shifts, write=True)
-                w_write = address(p.key, p.beta, p.gate, p.shift, p.gamma, memory, w_write, self.eps)
-                memory = write(memory, w_write, p.erase, p.add)
-            p = split_head_params(raw_read.view(batch, Hr, -1), self.n_cols, self.n_shifts, write=False)
-            w_read = address(p.key, p.beta, p.gate, p.shift, p.gamma, memory, w_read, self.eps)
-            reads = read(memory, w_read)
-            out_in = torch.cat([h, reads.flatten(1)], dim=-1) if self.output_from == "both" else reads.flatten(1)
-            logits.append(self.out(out_in))
+        state = self.initial_state(x.shape[0], x.dtype)
+        logits, states = [], []
+        # Time-major and contiguous: every step's input has the same strides whatever the length.
+        for t, x_t in enumerate(x.transpose(0, 1).contiguous()):
+            # The first step is the class's own: its start state (broadcast, partly without gradient)
+            # would otherwise need a graph of its own when the step is compiled.
+            logit, state = type(self).step(self, x_t, state) if t == 0 else self.step(x_t, state)
+            logits.append(logit)
             if record:
-                read_ws.append(w_read)
-                write_ws.append(w_write)
-                memories.append(memory)
-
+                states.append(state)
         out = NTMOutput(torch.stack(logits, dim=1))
         if record:
             out = out._replace(
-                read_weights=torch.stack(read_ws, dim=1),
-                write_weights=torch.stack(write_ws, dim=1),
-                memory=torch.stack(memories, dim=1),
+                read_weights=torch.stack([s.w_read for s in states], dim=1),
+                write_weights=torch.stack([s.w_write for s in states], dim=1),
+                memory=torch.stack([s.memory for s in states], dim=1),
             )
         return out

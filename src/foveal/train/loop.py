@@ -7,6 +7,7 @@ import math
 import random
 import signal
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -19,6 +20,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader
 
+from foveal.compiling import compile_count, compile_model
 from foveal.errors import CheckpointError, NonFiniteError
 from foveal.specs import flatten
 from foveal.train import checkpoint as ckpt
@@ -118,6 +120,9 @@ class Trainer:
         self.task, self.config = task, config
         self.device = device or torch.device("cpu")
         self.model = task.model.to(self.device)
+        if config.loop.compile:
+            compile_model(self.model)
+        self.compile_seconds = 0.0  # wall time of the steps that compiled a graph (loop.compile)
         self.net: nn.Module = self.model  # the DDP wrapper under torchrun (see :meth:`distribute`)
         self.optimizer = build_optimizer(self.model.parameters(), config.loop)
         self.scheduler = build_scheduler(self.optimizer, config.loop, self._lr_scale)
@@ -147,6 +152,8 @@ class Trainer:
         Returns the step's metrics (``loss`` and what the task's loss and callbacks report).
         """
         batch = to_device(batch, self.device)
+        compiled = compile_count() if self.config.loop.compile else 0
+        start = time.perf_counter()
         loss, metrics = self.task.loss(self.net, batch)
         self.optimizer.zero_grad(set_to_none=True)
         loss_value = loss.item()
@@ -169,6 +176,8 @@ class Trainer:
             self.skipped += 1
         else:
             self.optimizer.step()
+        if self.config.loop.compile and compile_count() != compiled:
+            self.compile_seconds += time.perf_counter() - start
         metrics = {"loss": loss_value, **metrics}
         if self.config.loop.nonfinite == "skip":
             metrics["skipped"] = float(self.skipped)
@@ -315,6 +324,8 @@ def _train(task: Task, config: RunConfig, run: RunDir, resume: bool, device: tor
                     save()
                     raise Interrupted(step, run.checkpoint)
         last_train = flush_window(step) or last_train
+        if loop.compile:
+            log.event(step, "compile", {"compile_s": trainer.compile_seconds})
         final = run_eval(step)
         save()
         log.hparams(flatten(dataclasses.asdict(config)), final or last_train)

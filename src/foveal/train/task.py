@@ -58,6 +58,8 @@ class LoopConfig:
     ckpt_every: int = 200  # steps between checkpoints (one is always written at the end)
     log_every: int = 20  # steps averaged into one line of metrics.jsonl
     device: Literal["cpu", "cuda", "auto"] = "cpu"
+    # torch.compile the model (a recurrent model its time step; foveal.compiling): the first steps compile
+    compile: bool = False
     ddp_find_unused: bool = False  # under torchrun: True if some parameters get no gradient in a step
 
 

@@ -85,7 +85,8 @@ class VQAOutput(NamedTuple):
 def _slot_in_picture(image_index: Tensor, pictures: int) -> Tensor:
     """Each question's position among its picture's questions: ``[0, 0, 1, 1, 0] -> [0, 1, 0, 1, 2]``."""
     order = torch.argsort(image_index, stable=True)
-    counts = torch.bincount(image_index, minlength=pictures)
+    # scatter_add rather than bincount: its size is known before the values are (a compiled graph needs that)
+    counts = image_index.new_zeros(pictures).scatter_add_(0, image_index, torch.ones_like(image_index))
     starts = torch.cumsum(counts, 0) - counts
     slot = torch.empty_like(image_index)
     slot[order] = torch.arange(len(image_index), device=image_index.device) - starts[image_index[order]]

@@ -1,0 +1,136 @@
+"""Training-step speed with ``loop.compile=true`` against the eager step, measured in the same run.
+
+    python benchmarks/compile.py [--threads 1] [--rounds 7] [--only ntm-copy,draw-paper]
+
+Each case builds one recipe's task twice from the same seed (the same weights and the same batch)
+and times the loop's own step (:meth:`foveal.train.Trainer.step`: forward, loss, backward,
+clipping, optimiser) eager and compiled (:mod:`foveal.compiling`: the recurrent models compile
+their time step, the others their forward). The learning rate is 0, so every round times the
+same model, and before timing the benchmark checks that the two steps give the same loss.
+
+The compile time is the wall time of the first compiled step (inductor's on-disk cache makes a
+second run of the benchmark compile faster). Timing: eager, compiled and a float32 512^3 GEMM
+are timed in interleaved rounds, and each reports its fastest round (on a shared machine the
+least disturbed one). The roofline is the step's matmul and convolution FLOPs (torch's
+counter: element-wise work is not counted, so for small-op-bound steps the % is a floor) against
+that GEMM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+from torch.utils.data import DataLoader
+
+from _roofline import count_flops, gemm_call, gemm_gflops, roofline
+from foveal.recipes.config import resolve_config
+from foveal.runs import get_recipe
+from foveal.train import Trainer, seed_everything
+
+
+@dataclass
+class Case:
+    """One recipe configuration to time, and the speed-up it is expected to reach."""
+
+    recipe: str
+    preset: str | None = None
+    sets: dict[str, str] = field(default_factory=dict)
+    target: float = 1.0  # the compiled step's speed-up the case is held to
+
+
+CASES = {
+    # Batches of the whole training range (lengths 1-20), not the curriculum's first level
+    "ntm-copy": Case("ntm-copy", "full", {"curriculum_start": "20"}, target=3.0),
+    "ntm-copy-lstm": Case("ntm-copy", "full-lstm", {"curriculum_start": "20"}, target=3.0),
+    # The paper's MNIST configuration: 64 glimpses, read 2 x 2, write 5 x 5, 256-unit LSTMs, batch 64
+    "draw-paper": Case(
+        "draw",
+        sets={"model.steps": "64", "model.read_size": "2", "model.write_size": "5", "loop.batch_size": "64"},
+        target=1.6,
+    ),
+    "shapes-vqa": Case("shapes-vqa", target=1.5),
+}
+
+
+def build(case: Case, compile_step: bool, threads: int) -> tuple[Trainer, object]:
+    """A trainer for the case (``loop.lr=0``) and one training batch of the recipe's size."""
+    recipe = get_recipe(case.recipe)
+    sets = {**case.sets, "loop.lr": "0", "loop.warmup_steps": "0", "loop.compile": str(compile_step).lower()}
+    config = resolve_config(recipe, preset=case.preset, sets=sets, seed=0, threads=threads)
+    seed_everything(config.seed)
+    task = recipe.build(config)
+    loader = DataLoader(
+        task.train_set,
+        batch_size=config.loop.batch_size,
+        shuffle=True,
+        collate_fn=task.collate,
+        generator=torch.Generator().manual_seed(0),
+    )
+    return Trainer(task, config), next(iter(loader))
+
+
+def time_case(case: Case, threads: int, rounds: int) -> dict[str, float]:
+    """Seconds per step (fastest round) of eager and compiled, the compile time, FLOPs and the GEMM peak."""
+    (eager, batch), (compiled, _) = build(case, False, threads), build(case, True, threads)
+    torch.manual_seed(0)  # the same noise for both (DRAW's z, RAM's glimpse locations)
+    start = time.perf_counter()
+    compiled_loss = compiled.step(batch)["loss"]
+    compile_s = time.perf_counter() - start
+    torch.manual_seed(0)
+    eager_loss = eager.step(batch)["loss"]
+    if abs(compiled_loss - eager_loss) > 1e-4 * max(1.0, abs(eager_loss)):
+        raise SystemExit(f"{case.recipe}: compiled loss {compiled_loss} differs from eager {eager_loss}")
+    gemm = gemm_call(torch.Generator().manual_seed(0))
+    calls: dict[str, Callable[[], object]] = {
+        "eager": lambda: eager.step(batch),
+        "compiled": lambda: compiled.step(batch),
+        "gemm": gemm,
+    }
+    best = dict.fromkeys(calls, float("inf"))
+    for _ in range(rounds):
+        for name, call in calls.items():
+            start = time.perf_counter()
+            call()
+            best[name] = min(best[name], time.perf_counter() - start)
+    # Counted on the eager step (the same matmuls): a compiled call under the counter's dispatch mode
+    # would make dynamo give up on the step's code for the rest of the process.
+    flops = count_flops(lambda: eager.step(batch))
+    return {**best, "compile_s": compile_s, "flops": flops, "peak": gemm_gflops(best["gemm"])}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--rounds", type=int, default=7)
+    p.add_argument("--only", default=",".join(CASES), help=f"comma-separated cases of: {', '.join(CASES)}")
+    args = p.parse_args()
+    torch.set_num_threads(args.threads)
+    names = [n.strip() for n in args.only.split(",") if n.strip()]
+    unknown = [n for n in names if n not in CASES]
+    if unknown:
+        p.error(f"unknown case(s) {', '.join(unknown)}; choose from: {', '.join(CASES)}")
+    print(f"training step, eager against loop.compile=true, {args.threads} thread(s), best of {args.rounds} rounds")
+    print(
+        f"{'case':>14} {'eager ms':>9} {'compiled ms':>12} {'speed-up':>9} {'target':>7} {'compile s':>10}  "
+        "compiled roofline"
+    )
+    for name in names:
+        case = CASES[name]
+        r = time_case(case, args.threads, args.rounds)
+        ratio = r["eager"] / r["compiled"]
+        mark = "ok" if ratio >= case.target else "below"
+        print(
+            f"{name:>14} {r['eager'] * 1e3:9.1f} {r['compiled'] * 1e3:12.1f} {ratio:8.2f}x {case.target:5.1f}x "
+            f"{r['compile_s']:10.1f}  {r['flops'] / 1e9:.2f} GFLOP/step, "
+            f"{roofline(r['flops'], r['compiled'], r['peak'])}  [{mark}]",
+            flush=True,
+        )
+    print("speed-up = eager time per step / compiled; roofline against a float32 512^3 GEMM timed in the same rounds")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,71 @@
+"""``torch.compile`` for a model, the way the training loop does it (``loop.compile=true``).
+
+A model compiles one method: ``forward`` by default, or the one its class names in
+``compiled_method``. Recurrent models (NTM, DRAW) name their ``step``: one time step is one graph,
+their Python time loop calls it, so a sequence of any length runs the same graph and nothing is
+recompiled per length (compiling an unrolled sequence would compile every length anew, and the
+compile time would grow with it).
+
+The compiled method is the class's function compiled once per process and bound to the instance,
+so models of the same class and options share its graphs, ``copy.deepcopy`` gives a copy that
+calls its own weights, and the ``state_dict`` is unchanged.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from types import MethodType
+from typing import Any
+
+import torch
+from torch import nn
+
+
+@functools.cache
+def _compiled(function: Callable[..., Any]) -> Callable[..., Any]:
+    # dynamic=None: a second batch size makes the graph dynamic in it instead of compiling a third time.
+    graph = torch.compile(function, dynamic=None)
+
+    @functools.wraps(function)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        # Without gradients (an evaluation) the eager method runs: a graph of its own would be compiled
+        # for it, and an evaluation that runs a few times in a training rarely repays that.
+        return graph(*args, **kwargs) if torch.is_grad_enabled() else function(*args, **kwargs)
+
+    return call
+
+
+def compiled_method(model: nn.Module) -> str:
+    """The method :func:`compile_model` compiles: the class's ``compiled_method``, else ``"forward"``."""
+    return getattr(type(model), "compiled_method", "forward")
+
+
+def compile_model(model: nn.Module) -> nn.Module:
+    """Compile ``model``'s :func:`compiled_method` in place (with inductor) and return the model.
+
+    Compiling happens at the first call with gradients, and once again when the batch size changes
+    (the second batch size makes the graph dynamic in it). Calls without gradients (evaluation,
+    ``torch.no_grad``) run the eager method. :func:`is_compiled` tells
+    whether a model was compiled.
+
+    Example:
+        >>> model = compile_model(nn.Linear(3, 2))
+        >>> is_compiled(model), list(model.state_dict())
+        (True, ['weight', 'bias'])
+    """
+    name = compiled_method(model)
+    setattr(model, name, MethodType(_compiled(getattr(type(model), name)), model))
+    return model
+
+
+def is_compiled(model: nn.Module) -> bool:
+    """Whether :func:`compile_model` compiled ``model``."""
+    return compiled_method(model) in vars(model)
+
+
+def compile_count() -> int:
+    """Graphs compiled in this process so far (forward and backward): it grows on every (re)compile."""
+    from torch._dynamo.utils import counters
+
+    return int(counters["stats"]["unique_graphs"]) + int(counters["aot_autograd"]["total"])

@@ -1,0 +1,98 @@
+"""``loop.compile`` and :mod:`foveal.compiling`: compiled steps give the eager results, one graph per step."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from foveal.compiling import compile_count, compile_model, compiled_method, is_compiled
+from foveal.models.draw import DRAW
+from foveal.models.ntm import NTM
+from foveal.train import LoopConfig, RunConfig, Task, Trainer
+
+
+def _grads(model: nn.Module) -> dict[str, torch.Tensor]:
+    return {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
+
+
+def _assert_same_step(eager: nn.Module, compiled: nn.Module, loss_of) -> None:
+    """The loss and every gradient of one step agree between the eager and the compiled model."""
+    loss_eager, loss_compiled = loss_of(eager), loss_of(compiled)
+    torch.testing.assert_close(loss_compiled, loss_eager, rtol=1e-5, atol=1e-5)
+    loss_eager.backward()
+    loss_compiled.backward()
+    eager_grads, compiled_grads = _grads(eager), _grads(compiled)
+    assert eager_grads.keys() == compiled_grads.keys() and eager_grads
+    for name, grad in eager_grads.items():
+        torch.testing.assert_close(compiled_grads[name], grad, rtol=1e-4, atol=1e-5, msg=name)
+    eager.zero_grad()
+    compiled.zero_grad()
+
+
+@pytest.mark.parametrize("controller", ["lstm", "feedforward"])
+def test_compiled_ntm_step_matches_eager_at_every_length_with_one_graph(controller):
+    torch.manual_seed(0)
+    eager = NTM(5, 4, controller=controller, controller_size=12, n_rows=8, n_cols=6, n_write_heads=1)
+    compiled = compile_model(copy.deepcopy(eager))
+    assert compiled_method(compiled) == "step" and is_compiled(compiled) and not is_compiled(eager)
+    targets = torch.Generator().manual_seed(1)
+    counts = []
+    for length in (3, 9, 14):  # one graph for the step, whatever the number of steps
+        x = torch.randn(4, length, 5, generator=targets)
+        y = torch.rand(4, length, 4, generator=targets)
+        _assert_same_step(eager, compiled, lambda m, x=x, y=y: F.binary_cross_entropy_with_logits(m(x).logits, y))
+        counts.append(compile_count())
+    assert counts[0] == counts[1] == counts[2], f"recompiled for a new length: {counts}"
+
+
+def test_compiled_draw_step_matches_eager():
+    torch.manual_seed(0)
+    eager = DRAW((8, 7), 1, steps=4, enc_size=10, dec_size=9, z_size=3, read_size=2, write_size=3)
+    compiled = compile_model(copy.deepcopy(eager))
+    x = (torch.rand(5, 1, 8, 7, generator=torch.Generator().manual_seed(2)) > 0.5).float()
+    noise = torch.randn(4, 5, 3, generator=torch.Generator().manual_seed(3))
+    _assert_same_step(eager, compiled, lambda m: m.negative_elbo(x, noise=noise))
+
+
+def test_compiled_model_keeps_its_state_dict_and_a_copy_runs_its_own_weights():
+    torch.manual_seed(0)
+    model = compile_model(NTM(3, 2, controller_size=6, n_rows=5, n_cols=4))
+    assert list(model.state_dict()) == list(NTM(3, 2, controller_size=6, n_rows=5, n_cols=4).state_dict())
+    twin = copy.deepcopy(model)
+    with torch.no_grad():
+        twin.out.bias += 1.0
+    x = torch.randn(2, 4, 3)
+    with torch.enable_grad():
+        torch.testing.assert_close(twin(x).logits, model(x).logits + 1.0)
+
+
+def test_evaluation_without_gradients_runs_eagerly():
+    torch.manual_seed(0)
+    model = compile_model(NTM(3, 2, controller_size=6, n_rows=5, n_cols=4))
+    before = compile_count()
+    with torch.no_grad():
+        model(torch.randn(2, 4, 3))
+    assert compile_count() == before
+
+
+def test_loop_compile_trains_as_the_eager_loop_does():
+    def run(compiled: bool) -> tuple[list[float], Trainer]:
+        torch.manual_seed(0)
+        data = torch.utils.data.TensorDataset(torch.randn(16, 6, 3), torch.rand(16, 6, 2))
+
+        def loss(model, batch):
+            return F.binary_cross_entropy_with_logits(model(batch[0]).logits, batch[1]), {}
+
+        model = NTM(3, 2, controller_size=7, n_rows=5, n_cols=4)  # sizes no other test compiles
+        trainer = Trainer(Task(model, data, loss), RunConfig(loop=LoopConfig(lr=1e-2, compile=compiled)))
+        return [trainer.step(data[:8])["loss"] for _ in range(5)], trainer
+
+    eager_losses, eager = run(False)
+    compiled_losses, compiled = run(True)
+    assert is_compiled(compiled.model) and not is_compiled(eager.model)
+    assert compiled.compile_seconds > 0 and eager.compile_seconds == 0
+    torch.testing.assert_close(compiled_losses, eager_losses, rtol=1e-4, atol=1e-5)
