@@ -1,6 +1,6 @@
 """Training-step speed with ``loop.compile=true`` against the eager step, measured in the same run.
 
-    python benchmarks/compile.py [--threads 1] [--rounds 7] [--only ntm-copy,draw-paper]
+    python benchmarks/compile.py [--threads 1] [--rounds 7] [--only ntm-copy,draw-paper] [--out FILE.jsonl]
 
 Each case builds one recipe's task twice from the same seed (the same weights and the same batch)
 and times the loop's own step (:meth:`foveal.train.Trainer.step`: forward, loss, backward,
@@ -19,6 +19,7 @@ that GEMM.
 from __future__ import annotations
 
 import argparse
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,7 +29,7 @@ from torch.utils.data import DataLoader
 
 from _roofline import count_flops, gemm_call, gemm_gflops, roofline
 from foveal.recipes.config import resolve_config
-from foveal.runs import get_recipe
+from foveal.runs import commit_id, get_recipe
 from foveal.train import Trainer, seed_everything
 
 
@@ -107,6 +108,7 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--only", default=",".join(CASES), help=f"comma-separated cases of: {', '.join(CASES)}")
+    p.add_argument("--out", help="append one JSON line per case to this file (results/compile-speed.jsonl)")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     names = [n.strip() for n in args.only.split(",") if n.strip()]
@@ -129,6 +131,27 @@ def main() -> None:
             f"{roofline(r['flops'], r['compiled'], r['peak'])}  [{mark}]",
             flush=True,
         )
+        if args.out:
+            record = {
+                "case": name,
+                "recipe": case.recipe,
+                "preset": case.preset,
+                "sets": case.sets,
+                "threads": args.threads,
+                "rounds": args.rounds,
+                "eager_ms": round(r["eager"] * 1e3, 2),
+                "compiled_ms": round(r["compiled"] * 1e3, 2),
+                "speedup": round(ratio, 3),
+                "target": case.target,
+                "compile_s": round(r["compile_s"], 2),
+                "gflop_per_step": round(r["flops"] / 1e9, 4),
+                "percent_of_peak": round(100 * r["flops"] / r["compiled"] / 1e9 / r["peak"], 2),
+                "gemm_peak_gflops": round(r["peak"], 1),
+                "torch": torch.__version__,
+                "commit": commit_id(),
+            }
+            with open(args.out, "a") as f:
+                f.write(json.dumps(record) + "\n")
     print("speed-up = eager time per step / compiled; roofline against a float32 512^3 GEMM timed in the same rounds")
 
 

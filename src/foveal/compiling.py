@@ -21,6 +21,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from foveal.errors import FovealError
+
 
 @functools.cache
 def _compiled(function: Callable[..., Any]) -> Callable[..., Any]:
@@ -54,9 +56,24 @@ def compile_model(model: nn.Module) -> nn.Module:
         >>> is_compiled(model), list(model.state_dict())
         (True, ['weight', 'bias'])
     """
+    if any(p.device.type == "cpu" for p in model.parameters()):
+        _check_cpu_compiler()
     name = compiled_method(model)
     setattr(model, name, MethodType(_compiled(getattr(type(model), name)), model))
     return model
+
+
+def _check_cpu_compiler() -> None:
+    """Inductor writes C++ for the CPU: without a compiler the first call would fail deep in torch."""
+    from torch._inductor import cpp_builder
+
+    try:
+        cpp_builder.get_cpp_compiler()
+    except Exception as e:  # torch's InvalidCxxCompiler, or whatever its search raises
+        raise FovealError(
+            f"loop.compile needs a C++ compiler for torch.compile on the CPU ({e}); install g++ (or set CXX) "
+            "or set loop.compile=false"
+        ) from None
 
 
 def is_compiled(model: nn.Module) -> bool:

@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from foveal.compiling import compile_count, compile_model, compiled_method, is_compiled
+from foveal.errors import FovealError
 from foveal.models.draw import DRAW
 from foveal.models.ntm import NTM
 from foveal.train import LoopConfig, RunConfig, Task, Trainer
@@ -96,3 +97,14 @@ def test_loop_compile_trains_as_the_eager_loop_does():
     assert is_compiled(compiled.model) and not is_compiled(eager.model)
     assert compiled.compile_seconds > 0 and eager.compile_seconds == 0
     torch.testing.assert_close(compiled_losses, eager_losses, rtol=1e-4, atol=1e-5)
+
+
+def test_without_a_cpp_compiler_the_error_says_what_to_do(monkeypatch):
+    from torch._inductor import cpp_builder
+
+    def missing():
+        raise RuntimeError("No working C++ compiler found")
+
+    monkeypatch.setattr(cpp_builder, "get_cpp_compiler", missing)
+    with pytest.raises(FovealError, match=r"loop\.compile=false"):
+        compile_model(nn.Linear(2, 2))
