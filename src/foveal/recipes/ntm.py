@@ -365,7 +365,9 @@ _register(
     {
         # Every head still, the start measured here. A quick preset trains in at most three minutes of
         # one thread (2,400 steps): the curriculum's first levels. Converging on 1-5 takes about 5,000
-        # (seed 0: 5,100, docs/ntm.md; `--set loop.steps=6000`); the walk is unmeasured on 1-5.
+        # (seed 0: 5,100, docs/ntm.md; `--set loop.steps=6000`); the walk is unmeasured on 1-5. At
+        # 6,000 steps seeds 0-2 end at 3.1-3.6 wrong bits per sequence; beyond the range they repeat
+        # 3 vectors six times, not more, and copy no longer sequence (docs/ntm.md).
         "quick": {
             "loop.steps": 2400,
             "max_len": 5,
@@ -389,7 +391,8 @@ _register(
     {
         # Without the walk: 2-3 items fit even in the rows a still write head overwrites, and seed 0
         # converged (< 0.1 bit per sequence) after 2,900 steps; with it, 0.34 wrong bits after 7,931.
-        # 2,800 steps: at most three minutes of one thread.
+        # 2,800 steps: at most three minutes of one thread. Beyond 3 items seeds 0-2 find only items
+        # at positions training queries (docs/ntm.md).
         "quick": {
             "loop.steps": 2800,
             "max_items": 3,
