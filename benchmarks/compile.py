@@ -8,8 +8,9 @@ clipping, optimiser) eager and compiled (:mod:`foveal.compiling`: the recurrent 
 their time step, the others their forward). The learning rate is 0, so every round times the
 same model, and before timing the benchmark checks that the two steps give the same loss.
 
-The compile time is the wall time of the first compiled step (inductor's on-disk cache makes a
-second run of the benchmark compile faster). Timing: eager, compiled and a float32 512^3 GEMM
+The compile time is the wall time of the first compiled step. Inductor keeps what it compiled in
+an on-disk cache, so a second run of the benchmark compiles in a fraction of the first's time;
+``--cold`` points the cache at an empty directory to time a first compile. Timing: eager, compiled and a float32 512^3 GEMM
 are timed in interleaved rounds, and each reports its fastest round (on a shared machine the
 least disturbed one). The roofline is the step's matmul and convolution FLOPs (torch's
 counter: element-wise work is not counted, so for small-op-bound steps the % is a floor) against
@@ -20,6 +21,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -108,9 +111,12 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--only", default=",".join(CASES), help=f"comma-separated cases of: {', '.join(CASES)}")
+    p.add_argument("--cold", action="store_true", help="compile into an empty inductor cache (first-compile times)")
     p.add_argument("--out", help="append one JSON line per case to this file (results/compile-speed.jsonl)")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
+    if args.cold:
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="foveal-inductor-")
     names = [n.strip() for n in args.only.split(",") if n.strip()]
     unknown = [n for n in names if n not in CASES]
     if unknown:
@@ -144,6 +150,7 @@ def main() -> None:
                 "speedup": round(ratio, 3),
                 "target": case.target,
                 "compile_s": round(r["compile_s"], 2),
+                "inductor_cache": "cold" if args.cold else "warm",
                 "gflop_per_step": round(r["flops"] / 1e9, 4),
                 "percent_of_peak": round(100 * r["flops"] / r["compiled"] / 1e9 / r["peak"], 2),
                 "gemm_peak_gflops": round(r["peak"], 1),
