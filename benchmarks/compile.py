@@ -10,11 +10,12 @@ same model, and before timing the benchmark checks that the two steps give the s
 
 The compile time is the wall time of the first compiled step. Inductor keeps what it compiled in
 an on-disk cache, so a second run of the benchmark compiles in a fraction of the first's time;
-``--cold`` points the cache at an empty directory to time a first compile. Timing: eager, compiled and a float32 512^3 GEMM
-are timed in interleaved rounds, and each reports its fastest round (on a shared machine the
-least disturbed one). The roofline is the step's matmul and convolution FLOPs (torch's
-counter: element-wise work is not counted, so for small-op-bound steps the % is a floor) against
-that GEMM.
+``--cold`` points the cache at an empty directory to time a first compile.
+
+Timing: eager, compiled and a float32 512^3 GEMM are timed in interleaved rounds, and each reports
+its fastest round (on a shared machine the least disturbed one). The roofline is the step's matmul
+and convolution FLOPs (torch's counter: element-wise work is not counted, so for small-op-bound
+steps the % is a floor) against that GEMM.
 """
 
 from __future__ import annotations
