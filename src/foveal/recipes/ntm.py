@@ -346,6 +346,8 @@ _register(
             "model.n_rows": 256,
             "generalise_lengths": (40, 60, 80, 100, 120),
             "n_eval_long": 500,
+            # the step compiled: 2.2x per step after a ~20 s first compile (benchmarks/compile.py)
+            "loop.compile": True,
         },
         # The LSTM controller the previous full preset used: converges (850-1950 steps),
         # then trains on at a tenth of the rate (anneal); the forget gate starts at bias 3: length 40 < 1
@@ -355,6 +357,7 @@ _register(
             "model.forget_bias": 3.0,
             "generalise_lengths": (40, 60, 80, 100, 120),
             "n_eval_long": 1000,
+            "loop.compile": True,  # 2.0x per step (benchmarks/compile.py)
         },
     },
 )
