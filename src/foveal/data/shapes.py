@@ -27,6 +27,27 @@ candidate). Scenes are redrawn until every answer is unambiguous: each object's 
 furthest other objects win by at least :data:`TIE_MARGIN` px, and no centre lies on the middle
 row or column.
 
+The opt-in ``two-hop`` question set (``questions="two-hop"``) asks about the same pictures with its
+own 8 templates, vocabulary and answers (:data:`TWO_HOP_TEMPLATES`, :data:`TWO_HOP_VOCAB`,
+:data:`TWO_HOP_ANSWERS`), family drawn uniformly, then template, then colour:
+
+=================  ================================  =====================================================
+family             template                          text (``X`` = a colour)
+=================  ================================  =====================================================
+one-hop            shape-closest, colour-closest     what is the shape (colour) of the object closest to
+                                                     the X object
+one-hop            shape-furthest, colour-furthest   ... furthest from the X object
+two-hop            shape-closest-to-furthest,        what is the shape (colour) of the object closest to
+                   colour-closest-to-furthest        the object furthest from the X object
+two-hop            shape-furthest-from-closest,      what is the shape (colour) of the object furthest
+                   colour-furthest-from-closest      from the object closest to the X object
+=================  ================================  =====================================================
+
+Each question records the object found first (``first``: X's furthest or closest object for the
+two-hop templates, X itself otherwise) and the object the answer is about (``target``); a two-hop
+answer is the shape or colour of ``target``, found relative to ``first``. The one-hop templates
+are there as a control on the same pictures, vocabulary and answers.
+
 Everything is drawn with vectorised numpy from ``numpy.random.default_rng((seed, split))`` and
 cached as an ``.npz`` (no pickles) under ``$FOVEAL_CACHE`` or ``~/.cache/foveal``.
 
@@ -41,7 +62,7 @@ Convention:
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import NamedTuple
 
@@ -106,6 +127,102 @@ def _encode_all() -> tuple[np.ndarray, np.ndarray]:
 TOKENS, LENGTHS = _encode_all()
 """Token ids ``(template, colour, L)`` padded with 0, and lengths ``(template, colour)``."""
 MAX_QUESTION_LENGTH = TOKENS.shape[-1]
+
+
+QUESTION_SETS = ("single", "two-hop")
+"""The question sets of a picture: the 9 templates above (the default), or the two-hop set."""
+
+
+class RelationTemplate(NamedTuple):
+    """A template of the two-hop set: ``relations`` are applied to X in order, ``asks`` names the answer."""
+
+    name: str
+    family: int
+    text: str
+    relations: tuple[str, ...]  # "closest" / "furthest", one per hop after finding X
+    asks: str  # "shape" or "colour"
+
+
+TWO_HOP_FAMILIES = ("one-hop", "two-hop")  # 2 families: no index collides with the single set's pointing family
+TWO_HOP_ANSWERS = SHAPES + COLOURS
+
+
+def _relation_templates() -> tuple[RelationTemplate, ...]:
+    made = []
+    for asks in ("shape", "colour"):
+        made += [
+            RelationTemplate(f"{asks}-closest", 0, f"what is the {asks} of the object closest to the {{}} object?",
+                             ("closest",), asks),
+            RelationTemplate(f"{asks}-furthest", 0, f"what is the {asks} of the object furthest from the {{}} object?",
+                             ("furthest",), asks),
+        ]  # fmt: skip
+    for asks in ("shape", "colour"):
+        made += [
+            RelationTemplate(
+                f"{asks}-closest-to-furthest", 1,
+                f"what is the {asks} of the object closest to the object furthest from the {{}} object?",
+                ("furthest", "closest"), asks,
+            ),
+            RelationTemplate(
+                f"{asks}-furthest-from-closest", 1,
+                f"what is the {asks} of the object furthest from the object closest to the {{}} object?",
+                ("closest", "furthest"), asks,
+            ),
+        ]  # fmt: skip
+    return tuple(sorted(made, key=lambda t: t.family))  # listed family by family, as generate() draws them
+
+
+TWO_HOP_TEMPLATES = _relation_templates()
+TWO_HOP_VOCAB = tuple(make_vocab(t.text.format(c) for t in TWO_HOP_TEMPLATES for c in COLOURS))
+"""Every word the two-hop templates can produce; id 0 pads."""
+
+
+class QuestionSet(NamedTuple):
+    """What a question set's questions are made of: templates, families, answers and their token ids.
+
+    Shape:
+        - tokens: int64 ``(template, colour, L)`` padded with 0; lengths: int64 ``(template, colour)``
+        - template_family: int64 ``(template,)``
+    """
+
+    name: str
+    templates: tuple[Template, ...] | tuple[RelationTemplate, ...]
+    families: tuple[str, ...]
+    answers: tuple[str, ...]
+    vocab: tuple[str, ...]
+    tokens: np.ndarray
+    lengths: np.ndarray
+    template_family: np.ndarray
+
+
+def _question_set(
+    name: str,
+    templates: tuple[Template, ...] | tuple[RelationTemplate, ...],
+    families: tuple[str, ...],
+    answers: tuple[str, ...],
+    vocab: tuple[str, ...],
+) -> QuestionSet:
+    index = {word: i for i, word in enumerate(vocab)}
+    tokens, lengths = pad([encode(t.text.format(c), index) for t in templates for c in COLOURS])
+    shape = (len(templates), len(COLOURS))
+    family = np.array([t.family for t in templates])
+    return QuestionSet(
+        name, templates, families, answers, vocab, tokens.reshape(*shape, -1), lengths.reshape(shape), family
+    )
+
+
+SETS = {
+    "single": _question_set("single", TEMPLATES, FAMILIES, ANSWERS, VOCAB),
+    "two-hop": _question_set("two-hop", TWO_HOP_TEMPLATES, TWO_HOP_FAMILIES, TWO_HOP_ANSWERS, TWO_HOP_VOCAB),
+}
+"""Question set name -> :class:`QuestionSet`."""
+
+
+def question_set(name: str) -> QuestionSet:
+    """The :class:`QuestionSet` called ``name`` (one of :data:`QUESTION_SETS`)."""
+    if name not in SETS:
+        raise ValueError(f"unknown shapes question set {name!r}; choose from: {', '.join(QUESTION_SETS)}")
+    return SETS[name]
 
 
 def valid_scenes(centres: np.ndarray) -> np.ndarray:
@@ -246,6 +363,59 @@ def compute_answers(
     return answer, target
 
 
+def compute_two_hop_answers(
+    centres: np.ndarray, shapes: np.ndarray, image: np.ndarray, template: np.ndarray, colour: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The answer to each question of the two-hop set, the object found first and the answer's object.
+
+    Args:
+        centres, shapes: the scenes (see :func:`make_scenes`).
+        image: the scene each question asks about.
+        template: index into :data:`TWO_HOP_TEMPLATES`.
+        colour: the colour ``X`` of the question (= the index of the ``X`` object).
+
+    Shape:
+        - centres: ``(n, 6, 2)``; shapes: ``(n, 6)``; image, template, colour: ``(M,)``
+        - answer: int64 ``(M,)``, an index into :data:`TWO_HOP_ANSWERS`
+        - first: int64 ``(M,)``, X's closest or furthest object for a two-hop template, X for a one-hop one
+        - target: int64 ``(M,)``, the object the answer is about, never ``first``
+
+    Example:
+        >>> centres = np.array([[[10, 10], [30, 10], [70, 70], [10, 50], [50, 30], [68, 12]]])
+        >>> shapes = np.array([[0, 1, 0, 0, 1, 0]])
+        >>> names = [t.name for t in TWO_HOP_TEMPLATES]
+        >>> ask = lambda name: compute_two_hop_answers(centres, shapes, np.zeros(1, int),
+        ...                                            np.array([names.index(name)]), np.zeros(1, int))
+        >>> answer, first, target = ask("colour-closest-to-furthest")  # red's furthest is blue, blue's closest gray
+        >>> TWO_HOP_ANSWERS[answer[0]], int(first[0]), int(target[0])
+        ('gray', 2, 4)
+    """
+    c = centres.astype(np.float64)
+    dist = np.sqrt(((c[:, :, None] - c[:, None]) ** 2).sum(-1))  # (n, 6, 6), per scene
+    np.einsum("nii->ni", dist)[:] = np.inf
+    closest = dist.argmin(-1)  # (n, 6): each object's closest other object
+    np.einsum("nii->ni", dist)[:] = -np.inf
+    furthest = dist.argmax(-1)
+    step = {"closest": closest[image], "furthest": furthest[image]}  # (M, 6) each
+    rows = np.arange(len(image))
+    first = colour.astype(np.int64).copy()
+    target = colour.astype(np.int64).copy()
+    answer = np.zeros(len(image), np.int64)
+    for t, spec in enumerate(TWO_HOP_TEMPLATES):
+        mine = template == t
+        found = colour[mine].astype(np.int64)
+        for n, relation in enumerate(spec.relations):
+            if n == len(spec.relations) - 1 and len(spec.relations) > 1:
+                first[mine] = found
+            found = step[relation][rows[mine], found]
+        target[mine] = found
+        if spec.asks == "shape":
+            answer[mine] = shapes[image[mine], found]  # SHAPES lead TWO_HOP_ANSWERS
+        else:
+            answer[mine] = len(SHAPES) + found  # object k has colour k
+    return answer, first, target
+
+
 def make_candidates(
     rng: np.random.Generator, target: np.ndarray, colour: np.ndarray, template: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -292,23 +462,54 @@ class ShapesArrays:
     target: np.ndarray
     candidates: np.ndarray
     correct: np.ndarray
+    # optional so files cached before these fields load: for them first = colour, questions = "single"
+    first: np.ndarray | None = None  # int64 (Q,): the object found first (see the module docstring)
+    questions: np.ndarray = field(default_factory=lambda: np.array("single"))  # 0-d str: the question set
+
+    def __post_init__(self) -> None:
+        if self.first is None:
+            self.first = self.colour.astype(np.int64).copy()
+        self.questions = np.asarray(self.questions, dtype=str)
 
 
 SPLIT_STREAM = {"train": 0, "test": 1}
 
 
 def generate(
-    n_images: int, questions_per_image: int = 20, *, seed: int = 0, split: str = "train", progress: bool = False
+    n_images: int,
+    questions_per_image: int = 20,
+    *,
+    seed: int = 0,
+    split: str = "train",
+    progress: bool = False,
+    questions: str = "single",
 ) -> ShapesArrays:
-    """Draw one split: scenes, pictures and questions, all from ``default_rng((seed, split))``."""
+    """Draw one split: scenes, pictures and questions, all from ``default_rng((seed, split))``.
+
+    ``questions`` picks the question set (:data:`QUESTION_SETS`); both sets draw the same scenes
+    from the same seed and split, so they ask about the same pictures.
+    """
     if split not in SPLIT_STREAM:
         raise ValueError(f"unknown shapes split {split!r}; choose from: {', '.join(SPLITS)}")
     if n_images < 1 or questions_per_image < 1:
         raise ValueError(f"need n_images >= 1 and questions_per_image >= 1, got {n_images}, {questions_per_image}")
+    chosen = question_set(questions)
     rng = np.random.default_rng((seed, SPLIT_STREAM[split]))
     centres, shapes = make_scenes(rng, n_images, progress=progress)
     M = n_images * questions_per_image
     image = np.repeat(np.arange(n_images), questions_per_image)
+    if chosen.name == "two-hop":
+        family = rng.integers(0, len(TWO_HOP_FAMILIES), M)
+        per_family = len(TWO_HOP_TEMPLATES) // len(TWO_HOP_FAMILIES)
+        template = family * per_family + rng.integers(0, per_family, M)
+        colour = rng.integers(0, N_OBJECTS, M)
+        answer, first, target = compute_two_hop_answers(centres, shapes, image, template, colour)
+        none = np.full(M, -1, np.int64)  # no pointing questions in this set
+        images = render(centres, shapes, progress=progress)
+        return ShapesArrays(
+            images, centres, shapes, image, template, colour, answer, target,
+            np.full((M, N_CANDIDATES), -1, np.int64), none, first, np.array(chosen.name),
+        )  # fmt: skip
     family = rng.integers(0, len(FAMILIES), M)
     per_family = len(TEMPLATES) // len(FAMILIES)  # templates are listed family by family
     template = family * per_family + rng.integers(0, per_family, M)
@@ -327,6 +528,7 @@ def load_shapes(
     seed: int = 0,
     cache_dir: str | Path | None = None,
     progress: bool | None = None,
+    questions: str = "single",
 ) -> ShapesArrays:
     """One split from the cache, generating (and caching) it on first use.
 
@@ -337,17 +539,21 @@ def load_shapes(
         seed: the data seed.
         cache_dir: where the ``.npz`` lives (default ``$FOVEAL_CACHE`` or ``~/.cache/foveal``).
         progress: show progress bars (default: for 2,000 pictures or more).
+        questions: the question set, ``"single"`` or ``"two-hop"`` (cached under its own name).
     """
     if split not in SPLIT_STREAM:
         raise ValueError(f"unknown shapes split {split!r}; choose from: {', '.join(SPLITS)}")
+    question_set(questions)
     n_images = DEFAULT_IMAGES[split] if n_images is None else n_images
-    name = f"shapes_v{CACHE_VERSION}_{split}_seed{seed}_{n_images}x{questions_per_image}.npz"
+    # the single set keeps its original file name, so sets cached before the two-hop one are reused
+    kind = "" if questions == "single" else f"{questions}_"
+    name = f"shapes_v{CACHE_VERSION}_{kind}{split}_seed{seed}_{n_images}x{questions_per_image}.npz"
     path = Path(cache_dir or cache_root()) / "shapes" / name
     if path.exists():
         with np.load(path, allow_pickle=False) as f:
-            return ShapesArrays(**{field.name: f[field.name] for field in fields(ShapesArrays)})
+            return ShapesArrays(**{field.name: f[field.name] for field in fields(ShapesArrays) if field.name in f})
     progress = n_images >= 2_000 if progress is None else progress
-    arrays = generate(n_images, questions_per_image, seed=seed, split=split, progress=progress)
+    arrays = generate(n_images, questions_per_image, seed=seed, split=split, progress=progress, questions=questions)
     save_npz(path, {field.name: getattr(arrays, field.name) for field in fields(ShapesArrays)})
     return arrays
 
@@ -385,6 +591,7 @@ class ShapesVQA(Dataset):
         split: ``"train"`` or ``"test"``.
         n_images, questions_per_image, seed, cache_dir, progress: as in :func:`load_shapes`.
         arrays: already loaded :class:`ShapesArrays` (then the others are ignored).
+        questions: the question set (:data:`QUESTION_SETS`) to load; given ``arrays`` carry their own.
 
     Example:
         >>> import tempfile
@@ -408,21 +615,33 @@ class ShapesVQA(Dataset):
         cache_dir: str | Path | None = None,
         progress: bool | None = None,
         arrays: ShapesArrays | None = None,
+        questions: str = "single",
     ) -> None:
         if arrays is None:
             arrays = load_shapes(
-                split, n_images, questions_per_image, seed=seed, cache_dir=cache_dir, progress=progress
+                split,
+                n_images,
+                questions_per_image,
+                seed=seed,
+                cache_dir=cache_dir,
+                progress=progress,
+                questions=questions,
             )
         self.split, self.arrays = split, arrays
+        # the arrays name their set, so given arrays are read with their own templates and vocabulary
+        self.question_set = qs = question_set(str(arrays.questions))
+        self.vocab, self.answers, self.families, self.templates = qs.vocab, qs.answers, qs.families, qs.templates
         self.images = torch.from_numpy(arrays.images).permute(0, 3, 1, 2)  # (I, 3, 75, 75) uint8
         self.image_index = torch.from_numpy(arrays.image)
-        self.questions = torch.from_numpy(TOKENS[arrays.template, arrays.colour])  # (Q, L)
-        self.lengths = torch.from_numpy(LENGTHS[arrays.template, arrays.colour])
+        self.questions = torch.from_numpy(qs.tokens[arrays.template, arrays.colour])  # (Q, L)
+        self.lengths = torch.from_numpy(qs.lengths[arrays.template, arrays.colour])
+        self.max_length = qs.tokens.shape[-1]
         self.answer_ids = torch.from_numpy(arrays.answer)
         self.template_ids = torch.from_numpy(arrays.template)
-        self.family_ids = torch.from_numpy(TEMPLATE_FAMILY[arrays.template])
+        self.family_ids = torch.from_numpy(qs.template_family[arrays.template])
         self.correct = torch.from_numpy(arrays.correct)
         self.targets = torch.from_numpy(arrays.target)
+        self.firsts = torch.from_numpy(arrays.first)
         boxes = object_boxes(arrays.centres[arrays.image[:, None], arrays.candidates.clip(min=0)])
         boxes[arrays.candidates < 0] = 0.0
         self.boxes = torch.from_numpy(boxes)  # (Q, 4, 4)
@@ -436,7 +655,7 @@ class ShapesVQA(Dataset):
             normalize(self.images[self.image_index[q]]),
             self.questions[q],
             length,
-            torch.arange(MAX_QUESTION_LENGTH) < length,
+            torch.arange(self.max_length) < length,
             self.answer_ids[q],
             self.family_ids[q],
             self.template_ids[q],
@@ -447,12 +666,12 @@ class ShapesVQA(Dataset):
 
     def question_text(self, q: int) -> str:
         """Question ``q`` as its template wrote it."""
-        return TEMPLATES[int(self.template_ids[q])].text.format(COLOURS[int(self.arrays.colour[q])])
+        return self.templates[int(self.template_ids[q])].text.format(COLOURS[int(self.arrays.colour[q])])
 
     def answer_text(self, q: int) -> str:
         """The answer as words; for pointing, the correct candidate and its object's colour."""
         if int(self.answer_ids[q]) >= 0:
-            return ANSWERS[int(self.answer_ids[q])]
+            return self.answers[int(self.answer_ids[q])]
         return f"box {int(self.correct[q])} (the {COLOURS[int(self.targets[q])]} object)"
 
 
@@ -463,17 +682,19 @@ def question_only_baseline(train: ShapesVQA, test: ShapesVQA) -> dict[str, float
     family, per template (``"template/NAME"``) and overall.
     """
 
+    qs = train.question_set
+
     def label(data: ShapesVQA) -> np.ndarray:
-        return np.where(data.arrays.answer >= 0, data.arrays.answer, len(ANSWERS) + data.arrays.correct)
+        return np.where(data.arrays.answer >= 0, data.arrays.answer, len(qs.answers) + data.arrays.correct)
 
     train_label, test_label = label(train), label(test)
-    majority = np.zeros(len(TEMPLATES), np.int64)
-    for t in range(len(TEMPLATES)):
+    majority = np.zeros(len(qs.templates), np.int64)
+    for t in range(len(qs.templates)):
         counts = Counter(train_label[train.arrays.template == t].tolist())
         majority[t] = counts.most_common(1)[0][0] if counts else -1
     hit = majority[test.arrays.template] == test_label
-    family = TEMPLATE_FAMILY[test.arrays.template]
-    result = {name: float(hit[family == f].mean()) for f, name in enumerate(FAMILIES) if (family == f).any()}
-    result |= {f"template/{t.name}": float(hit[test.arrays.template == i].mean()) for i, t in enumerate(TEMPLATES)}
+    family = qs.template_family[test.arrays.template]
+    result = {name: float(hit[family == f].mean()) for f, name in enumerate(qs.families) if (family == f).any()}
+    result |= {f"template/{t.name}": float(hit[test.arrays.template == i].mean()) for i, t in enumerate(qs.templates)}
     result["overall"] = float(hit.mean())
     return result

@@ -10,6 +10,13 @@ boxes (a cross-entropy over the candidates), by default with the last hop's mass
 per family (non-relational, relational, pointing) and per template, and the parameter count;
 ``show`` draws, per question, every hop's heatmap, the word weights, the channel weights of channel
 attention and the chosen box of a pointing question.
+
+``--set questions=two-hop`` trains and evaluates on the two-hop question set instead (its own
+templates, vocabulary and answers; see :mod:`foveal.data.shapes`): ``eval`` then also reports where
+each hop looks, ``mass_hopK_{named,first,second}``, the mass of hop ``K``'s map on the cells that the
+X object's, the first object's and the answer object's boxes touch, over the two-hop questions, and
+``mass_uniform_{named,first,second}``, the same for a uniform map. ``show`` writes
+``shapes-two-hop.png``: per two-hop question every hop's map with the three objects outlined.
 """
 
 from __future__ import annotations
@@ -19,19 +26,30 @@ from functools import partial
 from pathlib import Path
 from typing import NamedTuple
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.utils.data import DataLoader, Dataset
 
+from foveal.attention import box_weights
 from foveal.data.easy_vqa import denormalize, normalize
-from foveal.data.shapes import ANSWERS, FAMILIES, IMAGE_SIZE, TEMPLATES, VOCAB, ShapesVQA, load_shapes
+from foveal.data.shapes import (
+    COLOURS,
+    FAMILIES,
+    IMAGE_SIZE,
+    QUESTION_SETS,
+    ShapesVQA,
+    load_shapes,
+    object_boxes,
+    question_set,
+)
 from foveal.models.vqa import VQA, VQASpec
 from foveal.recipes.base import LoopConfig, Recipe, RunConfig, Task
 from foveal.registry import RECIPES
 from foveal.viz.vqa_family import QuestionPanel, vqa_family_figure
 
-POINTING = FAMILIES.index("pointing")
+POINTING = FAMILIES.index("pointing")  # the two-hop set has 2 families, so none of its questions points
 FAMILY_KEYS = ("non_relational", "relational", "pointing")  # metric-name forms of FAMILIES
 
 
@@ -64,6 +82,9 @@ class ShapesVQAConfig(RunConfig):
     test_images: int = 0  # pictures in the test split (0 = the data set's default, 1,000)
     eval_images: int = 1_000  # test pictures to evaluate on
     data_seed: int = 0
+    # "single": the 9 templates (shape, position, closest/furthest, count, pointing); "two-hop": shape or colour
+    # of the object closest to / furthest from the object closest to / furthest from X, with one-hop controls
+    questions: str = "single"
     cache_dir: str = ""  # "" = $FOVEAL_CACHE or ~/.cache/foveal
     show_per_template: int = 1  # questions per template in the figure
     loop: LoopConfig = field(
@@ -150,7 +171,10 @@ def collate_by_image(items: list[ShapesImageBatch]) -> ShapesImageBatch:
 def build_model(config: ShapesVQAConfig) -> VQA:
     if config.model.image_size != IMAGE_SIZE or not config.model.pointing:
         raise ValueError(f"shapes-vqa needs model.image_size={IMAGE_SIZE} (its pictures) and model.pointing=true")
-    return VQA(len(VOCAB), len(ANSWERS), config.model)
+    if config.questions not in QUESTION_SETS:
+        raise ValueError(f"questions must be one of {', '.join(QUESTION_SETS)}, got {config.questions!r}")
+    qs = question_set(config.questions)
+    return VQA(len(qs.vocab), len(qs.answers), config.model)
 
 
 def predict(model: nn.Module, batch: ShapesImageBatch):
@@ -178,34 +202,79 @@ def loss(model: nn.Module, batch: ShapesImageBatch) -> tuple[Tensor, dict[str, f
     return losses.mean(), {"acc": (prediction == target(batch)).float().mean().item()}
 
 
+OBJECT_ROLES = ("named", "first", "second")  # the X object, the object found first, the answer's object
+
+
+def object_cells(model: VQA, data: ShapesVQA, ids: Tensor) -> Tensor:
+    """Which grid cells each question's X, first and answer objects touch (their boxes overlap the cell).
+
+    Shape:
+        - ids: int64 ``(Q,)`` question indices into ``data``
+        - output: float ``(Q, 3, N)``, 1 where the object's box overlaps cell ``i``, in :data:`OBJECT_ROLES` order
+    """
+    arrays = data.arrays
+    image, ids_np = arrays.image[ids.numpy()], ids.numpy()
+    objects = [arrays.colour[ids_np], arrays.first[ids_np], arrays.target[ids_np]]
+    boxes = torch.from_numpy(object_boxes(arrays.centres[image[:, None], np.stack(objects, 1)]))  # (Q, 3, 4)
+    pool = box_weights(boxes, (model.covered, model.covered), (model.grid, model.grid))
+    return (pool > 0).float()
+
+
 def evaluate(model: nn.Module, dataset: ShapesByImage, batch_size: int = 50) -> dict[str, float]:
-    """Accuracy overall, per family (``acc_non_relational``, ``acc_relational``, ``acc_pointing``) and
-    per template (``acc_template_NAME``); ``params``, the number of trainable parameters."""
+    """Accuracy overall, per family (``acc_non_relational``, ``acc_relational``, ``acc_pointing``; on the
+    two-hop set ``acc_one_hop``, ``acc_two_hop``) and per template (``acc_template_NAME``); ``params``, the
+    number of trainable parameters. On the two-hop set also ``mass_hopK_ROLE`` and ``mass_uniform_ROLE``
+    (see the module docstring), averaged over the two-hop questions."""
     device = next(model.parameters()).device
-    correct, count = torch.zeros(len(TEMPLATES)), torch.zeros(len(TEMPLATES))
-    for batch in DataLoader(dataset, batch_size=batch_size, collate_fn=collate_by_image):
+    data = dataset.questions
+    templates = data.templates
+    two_hop = data.question_set.name == "two-hop"
+    correct, count = torch.zeros(len(templates)), torch.zeros(len(templates))
+    mass, uniform, counted = None, torch.zeros(len(OBJECT_ROLES)), 0
+    for b, batch in enumerate(DataLoader(dataset, batch_size=batch_size, collate_fn=collate_by_image)):
         batch = ShapesImageBatch(*(part.to(device) for part in batch))
-        _, _, prediction = predict(model, batch)
+        out, _, prediction = predict(model, batch)
         right = (prediction == target(batch)).float().cpu()
         correct.index_add_(0, batch.template.cpu(), right)
         count.index_add_(0, batch.template.cpu(), torch.ones_like(right))
-    family_of = torch.tensor([t.family for t in TEMPLATES])
+        if two_hop and out.attention is not None:
+            # the loader keeps picture order, so the batch's questions are its pictures' questions in turn
+            pictures = range(b * batch_size, min((b + 1) * batch_size, len(dataset)))
+            ids = torch.cat([dataset.question_ids(i) for i in pictures])
+            keep = batch.family.cpu() == data.families.index("two-hop")
+            cells = object_cells(model, data, ids[keep])  # (q, 3, N)
+            maps = out.attention[keep.to(device)].float().cpu()  # (q, hops, N)
+            on = torch.einsum("qkn,qrn->kr", maps, cells)  # summed over questions: (hops, 3)
+            mass = on if mass is None else mass + on
+            uniform += cells.mean(-1).sum(0)
+            counted += int(keep.sum())
     metrics = {"acc": (correct.sum() / count.sum()).item()}
-    for f, key in enumerate(FAMILY_KEYS):
+    family_of = torch.from_numpy(data.question_set.template_family)
+    for f, name in enumerate(data.families):
         if count[family_of == f].sum():
-            metrics[f"acc_{key}"] = (correct[family_of == f].sum() / count[family_of == f].sum()).item()
-    metrics |= {f"acc_template_{t.name}": (correct[i] / count[i]).item() for i, t in enumerate(TEMPLATES) if count[i]}
+            metrics[f"acc_{name.replace('-', '_')}"] = (
+                correct[family_of == f].sum() / count[family_of == f].sum()
+            ).item()
+    metrics |= {f"acc_template_{t.name}": (correct[i] / count[i]).item() for i, t in enumerate(templates) if count[i]}
+    if mass is not None and counted:
+        for k in range(mass.shape[0]):
+            metrics |= {f"mass_hop{k + 1}_{role}": (mass[k, r] / counted).item() for r, role in enumerate(OBJECT_ROLES)}
+        metrics |= {f"mass_uniform_{role}": (uniform[r] / counted).item() for r, role in enumerate(OBJECT_ROLES)}
     metrics["params"] = float(sum(p.numel() for p in model.parameters() if p.requires_grad))
     return metrics
 
 
 def show(model: VQA, dataset: ShapesByImage, figures_dir: Path, per_template: int = 1) -> list[Path]:
     """``vqa-family.png``: per question, every hop's heatmap with the word weights under it, the channel
-    weights of channel attention, and for pointing questions the candidates with the chosen box."""
+    weights of channel attention, and for pointing questions the candidates with the chosen box. On the
+    two-hop set, ``shapes-two-hop.png`` (see :func:`two_hop_figure`) instead."""
     device = next(model.parameters()).device
     data = dataset.questions
+    two_hop = data.question_set.name == "two-hop"
     picks: list[int] = []
-    for t in range(len(TEMPLATES)):  # the first questions of each template in the evaluated pictures
+    for t in range(len(data.templates)):  # the first questions of each template in the evaluated pictures
+        if two_hop and data.templates[t].family != data.families.index("two-hop"):
+            continue
         of_template = torch.nonzero(data.template_ids == t).flatten()
         of_template = of_template[data.image_index[of_template] < len(dataset)]
         picks += of_template[:per_template].tolist()
@@ -221,12 +290,16 @@ def show(model: VQA, dataset: ShapesByImage, figures_dir: Path, per_template: in
     with torch.no_grad():
         out, _, prediction = predict(model, ShapesImageBatch(*(part.to(device) for part in batch)))
     prediction, right = prediction.cpu(), target(batch)
+    if two_hop:
+        said = [data.answers[int(p)] + ("" if p == r else " (WRONG)") for p, r in zip(prediction, right, strict=True)]
+        maps = None if out.attention is None else out.attention.cpu()
+        return [two_hop_figure(model, data, picks, said, maps, figures_dir / "shapes-two-hop.png")]
     panels = []
     for n, q in enumerate(picks):
         pointing = int(batch.family[n]) == POINTING
-        said = f"box {int(prediction[n])}" if pointing else ANSWERS[int(prediction[n])]
+        said = f"box {int(prediction[n])}" if pointing else data.answers[int(prediction[n])]
         mark = "ok" if int(prediction[n]) == int(right[n]) else "WRONG"
-        words = [VOCAB[int(w)] for w in batch.question[n, : int(batch.length[n])]]
+        words = [data.vocab[int(w)] for w in batch.question[n, : int(batch.length[n])]]
         panels.append(
             QuestionPanel(
                 image=denormalize(batch.image[n]),
@@ -250,17 +323,78 @@ def show(model: VQA, dataset: ShapesByImage, figures_dir: Path, per_template: in
     return [path]
 
 
+ROLE_STYLE = {"named": ("white", ":"), "first": ("black", "--"), "second": ("black", "-")}
+
+
+def two_hop_figure(
+    model: VQA, data: ShapesVQA, picks: list[int], said: list[str], maps: Tensor | None, path: Path
+) -> Path:
+    """One row per question: the picture, then every hop's map, each with the X object (dotted), the
+    object found first (dashed) and the answer's object (solid) outlined; the title gives hop ``K``'s
+    mass on each (the cells their boxes touch, as ``evaluate`` scores it).
+
+    Shape:
+        - maps: ``(len(picks), hops, N)`` or None
+    """
+    from matplotlib.patches import Rectangle
+
+    from foveal.viz._mpl import pyplot
+    from foveal.viz.vqa_family import overlay_on_extent
+
+    plt = pyplot()
+    hops = 0 if maps is None else maps.shape[1]
+    fig, axes = plt.subplots(len(picks), 1 + hops, figsize=(2.2 * (1 + hops), 2.5 * len(picks)), squeeze=False)
+    cells = object_cells(model, data, torch.tensor(picks))  # (Q, 3, N)
+    arrays = data.arrays
+    for row, q in enumerate(picks):
+        picture = torch.from_numpy(arrays.images[arrays.image[q]]).permute(2, 0, 1).float() / 255
+        objects = (arrays.colour[q], arrays.first[q], arrays.target[q])
+        boxes = object_boxes(arrays.centres[arrays.image[q], list(objects)])
+        for col, ax in enumerate(axes[row]):
+            if col == 0:
+                ax.imshow(picture.permute(1, 2, 0).numpy())
+                names = ", ".join(f"{role} {COLOURS[k]}" for role, k in zip(OBJECT_ROLES, objects, strict=True))
+                ax.set_title(
+                    f"{data.question_text(q)}\npred: {said[row]} | truth: {data.answer_text(q)}\n{names}",
+                    fontsize=5,
+                    loc="left",
+                )
+            else:
+                ax.imshow(overlay_on_extent(picture, maps[row, col - 1], (model.grid, model.grid), model.covered))
+                on = (maps[row, col - 1] * cells[row]).sum(-1).tolist()
+                ax.set_title(f"hop {col}: " + " ".join(f"{r} {m:.2f}" for r, m in zip(OBJECT_ROLES, on, strict=True)),
+                             fontsize=5)  # fmt: skip
+            for role, (x0, y0, x1, y1) in zip(OBJECT_ROLES, boxes.tolist(), strict=True):
+                colour, style = ROLE_STYLE[role]
+                # pixel (x, y) is centred at (x, y) in imshow's coordinates, so a half-open box starts at x0 - 0.5
+                ax.add_patch(Rectangle((x0 - 0.5, y0 - 0.5), x1 - x0, y1 - y0, fill=False, ec=colour, lw=1, ls=style))
+            ax.axis("off")
+    fig.suptitle(
+        f"head: {model.spec.head}, {hops} hop(s); dotted: X object, dashed: first, solid: answer's", fontsize=7
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=130, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
+
 def build(config: ShapesVQAConfig) -> Task:
     cache = config.cache_dir or None
-    train = ShapesVQA(
-        arrays=load_shapes("train", config.n_images, config.questions_per_image, seed=config.data_seed, cache_dir=cache)
-    )
-    test = ShapesVQA(
-        arrays=load_shapes(
-            "test", config.test_images or None, config.questions_per_image, seed=config.data_seed, cache_dir=cache
+    model = build_model(config)  # first: it rejects an unknown question set before any data is drawn
+    sizes = {"train": config.n_images, "test": config.test_images or None}
+    train, test = (
+        ShapesVQA(
+            arrays=load_shapes(
+                split,
+                sizes[split],
+                config.questions_per_image,
+                seed=config.data_seed,
+                cache_dir=cache,
+                questions=config.questions,
+            )
         )
+        for split in ("train", "test")
     )
-    model = build_model(config)
     draw = partial(show, per_template=config.show_per_template)
     eval_set = ShapesByImage(test, limit=config.eval_images)
     return Task(model, ShapesByImage(train), loss, eval_set, evaluate, collate_by_image, draw)
