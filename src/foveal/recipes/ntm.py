@@ -369,8 +369,9 @@ _register(
         # Every head still, the start measured here. A quick preset trains in at most three minutes of
         # one thread (2,400 steps): the curriculum's first levels. Converging on 1-5 takes about 5,000
         # (seed 0: 5,100, docs/ntm.md; `--set loop.steps=6000`); the walk is unmeasured on 1-5. At
-        # 6,000 steps seeds 0-2 end at 3.1-3.6 wrong bits per sequence; beyond the range they repeat
-        # 3 vectors six times, not more, and copy no longer sequence (docs/ntm.md).
+        # 6,000 steps seeds 0-2 end at 3.1-3.6 wrong bits per sequence (at 12,000: 0.08-1.34); beyond
+        # the range they repeat 3 vectors six times, not more, and copy no longer sequence, after
+        # either budget (docs/ntm.md).
         "quick": {
             "loop.steps": 2400,
             "max_len": 5,
