@@ -38,6 +38,17 @@ def test_copy_format():
     assert (b.inputs[:, :5, 8] == 0).all() and (b.inputs[:, 6:] == 0).all()  # blank output phase
 
 
+def test_copy_blank_rate_blanks_whole_vectors_and_leaves_the_paper_task_alone():
+    plain, zero_rate = Copy().sample(64, gen(5), length=20), Copy(blank_rate=0.0).sample(64, gen(5), length=20)
+    assert torch.equal(plain.inputs, zero_rate.inputs)  # the paper's task draws the same stream
+    blanked = Copy(blank_rate=0.3).sample(64, gen(5), length=20)
+    blank = blanked.targets.sum(-1) == 0
+    assert 0.25 < blank.float().mean() < 0.35
+    assert torch.equal(blanked.inputs[:, :20, :8], blanked.targets)  # the input is still the target
+    kept = ~blank & (plain.targets.sum(-1) != 0)
+    assert torch.equal(blanked.targets[kept], plain.targets[kept])  # the other vectors are the paper's
+
+
 def test_copy_lengths_cover_the_range():
     task = Copy(min_len=1, max_len=20)
     lengths = {task.sample(1, gen(s)).targets.shape[1] for s in range(400)}

@@ -71,6 +71,13 @@ def test_eval_set_is_the_full_range_whatever_the_curriculum():
     assert max(b.targets.shape[1] for b in task.eval_set.main.batches()) == 20
 
 
+def test_copy_blank_rate_reaches_training_but_not_evaluation():
+    _, _, task = build("ntm-copy", preset=None, blank_rate="0.5", curriculum="false")
+    assert task.train_set.task.blank_rate == 0.5
+    assert task.eval_set.main.task.blank_rate == 0.0
+    assert all(s.task.blank_rate == 0.0 for s in task.eval_set.extras.values())
+
+
 @pytest.mark.slow
 def test_copy_full_preset_converges(tmp_path):
     # The full preset's promise: below 0.1 wrong bits per sequence on lengths 1-20 (all five seeds

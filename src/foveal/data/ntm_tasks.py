@@ -63,6 +63,9 @@ class Copy:
     Args:
         width: bits per vector (8 in the paper).
         min_len, max_len: the training range of ``L`` (1-20 in the paper).
+        blank_rate: the chance that a vector is all zeros, beyond the ``2^-width`` of random bits.
+            An all-zero vector, once written, reads like a row never written: training on more of
+            them teaches a model to tell the two apart (the paper's task is ``blank_rate=0``).
 
     Shape:
         - inputs: ``(B, 2L + 1, width + 1)``; channel ``width`` is the delimiter
@@ -79,6 +82,7 @@ class Copy:
     width: int = 8
     min_len: int = 1
     max_len: int = 20
+    blank_rate: float = 0.0
 
     @property
     def input_size(self) -> int:
@@ -91,6 +95,9 @@ class Copy:
     def sample(self, batch_size: int, generator: torch.Generator, *, length: int | None = None) -> NTMBatch:
         L = _randint(self.min_len, self.max_len, generator) if length is None else length
         seq = _bits((batch_size, L, self.width), generator)
+        if self.blank_rate:  # drawn only when asked for, so the paper's task keeps its random stream
+            blank = torch.rand(batch_size, L, 1, generator=generator) < self.blank_rate
+            seq = seq.masked_fill(blank, 0.0)
         inputs = torch.zeros(batch_size, 2 * L + 1, self.width + 1)
         inputs[:, :L, : self.width] = seq
         inputs[:, L, self.width] = 1.0

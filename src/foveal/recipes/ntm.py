@@ -13,6 +13,7 @@ sequences, more repeats, more items), each reported under its own name. See docs
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -78,6 +79,8 @@ class CopyConfig(NTMConfig):
     curriculum_start: int = 4  # the first level's maximum length; each level adds curriculum_step
     curriculum_step: int = 2  # what each level adds to the maximum length
     generalise_lengths: tuple[int, ...] = (40, 60)  # lengths beyond training, evaluated separately
+    # training only: the chance that a vector is all zeros, which once written reads like an unwritten row
+    blank_rate: float = 0.0
     n_eval_long: int = 200  # sequences per generalisation length
     loop: LoopConfig = field(default_factory=lambda: _loop(2000))
 
@@ -146,9 +149,9 @@ def _levels(config: NTMConfig, recipe: str) -> list[NTMTask]:
     """Every curriculum level's task, easiest first; the last is the task itself."""
     if recipe == "ntm-copy":
         c: Any = config
-        top = Copy(c.width, c.min_len, c.max_len)
+        top = Copy(c.width, c.min_len, c.max_len, c.blank_rate)
         starts = range(min(c.curriculum_start, c.max_len), c.max_len, c.curriculum_step)
-        return [Copy(c.width, c.min_len, m) for m in starts] + [top]
+        return [Copy(c.width, c.min_len, m, c.blank_rate) for m in starts] + [top]
     if recipe == "ntm-repeat-copy":
         c = config
         top = RepeatCopy(c.width, c.min_len, c.max_len, c.min_repeats, c.max_repeats)
@@ -310,6 +313,8 @@ def _build(config: NTMConfig, recipe: str) -> Task:
         train_set = TaskDataset(current, TRAIN_SET_SIZE, seed=config.seed)
     else:
         train_set = TaskDataset(top, TRAIN_SET_SIZE, seed=config.seed)
+    if isinstance(top, Copy):  # evaluation scores the task itself, without the training's emphasis
+        top = dataclasses.replace(top, blank_rate=0.0)
     eval_set = NTMEvalSet(SequenceSet(top, config.n_eval, config.eval_seed), _generalisation_sets(config, top))
     return Task(model, train_set, _loss, eval_set, _evaluate, train_set.collate, _show, list(callbacks))
 
