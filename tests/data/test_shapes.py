@@ -161,3 +161,102 @@ def test_bad_arguments_raise() -> None:
         S.generate(2, split="val")
     with pytest.raises(ValueError, match="n_images >= 1"):
         S.generate(0)
+
+
+# --- the two-hop question set --------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def two_hop() -> S.ShapesArrays:
+    return S.generate(40, 20, seed=3, split="train", questions="two-hop")
+
+
+def _nearest(centres: list[list[int]], of: int, relation: str) -> int:
+    others = [k for k in range(S.N_OBJECTS) if k != of]
+    pick = min if relation == "closest" else max
+    return pick(others, key=lambda k: math.dist(centres[k], centres[of]))
+
+
+def test_two_hop_answers_match_a_brute_force_reading_of_each_template(two_hop: S.ShapesArrays) -> None:
+    seen = set()
+    for q in range(len(two_hop.image)):
+        i, x = two_hop.image[q], int(two_hop.colour[q])
+        template = S.TWO_HOP_TEMPLATES[two_hop.template[q]]
+        centres, shapes = two_hop.centres[i].tolist(), two_hop.shapes[i].tolist()
+        # read the name, not the template's fields: "closest-to-furthest" finds the furthest first
+        words = template.name.split("-")
+        if len(words) == 2:
+            first, second = x, _nearest(centres, x, words[1])
+        else:
+            first = _nearest(centres, x, words[-1])
+            second = _nearest(centres, first, words[1])
+        expected = S.SHAPES[shapes[second]] if words[0] == "shape" else S.COLOURS[second]
+        assert S.TWO_HOP_ANSWERS[two_hop.answer[q]] == expected, (q, template.name)
+        assert (two_hop.first[q], two_hop.target[q]) == (first, second), (q, template.name)
+        seen.add(template.name)
+    assert seen == {t.name for t in S.TWO_HOP_TEMPLATES}
+
+
+def test_two_hop_first_and_second_objects_differ(two_hop: S.ShapesArrays) -> None:
+    assert (two_hop.first != two_hop.target).all()
+    is_two_hop = S.SETS["two-hop"].template_family[two_hop.template] == S.TWO_HOP_FAMILIES.index("two-hop")
+    assert is_two_hop.any() and (~is_two_hop).any()
+    assert (two_hop.first[is_two_hop] != two_hop.colour[is_two_hop]).all()  # a real first hop away from X
+    assert (two_hop.first[~is_two_hop] == two_hop.colour[~is_two_hop]).all()
+
+
+def test_two_hop_answers_on_a_hand_built_scene() -> None:
+    #          red       green     blue      orange    gray      yellow
+    centres = np.array([[[10, 10], [30, 10], [70, 70], [10, 50], [50, 30], [68, 12]]])
+    shapes = np.array([[0, 1, 0, 0, 1, 0]])
+    names = [t.name for t in S.TWO_HOP_TEMPLATES]
+
+    def ask(name: str, colour: int) -> tuple[str, int, int]:
+        answer, first, target = S.compute_two_hop_answers(
+            centres, shapes, np.zeros(1, int), np.array([names.index(name)]), np.array([colour])
+        )
+        return S.TWO_HOP_ANSWERS[answer[0]], int(first[0]), int(target[0])
+
+    # red: closest green (20), furthest blue (84.9); blue: closest gray (44.7); green: furthest blue (72.1)
+    assert ask("colour-closest-to-furthest", 0) == ("gray", 2, 4)
+    assert ask("shape-closest-to-furthest", 0) == ("circle", 2, 4)
+    assert ask("colour-furthest-from-closest", 0) == ("blue", 1, 2)
+    assert ask("colour-closest", 2) == ("gray", 2, 4)
+    assert ask("shape-furthest", 0) == ("square", 0, 2)
+
+
+def test_two_hop_set_shares_pictures_but_not_questions_or_cache(tmp_path, small, two_hop) -> None:
+    assert np.array_equal(small.images, two_hop.images)  # same scenes, same stream
+    assert str(small.questions) == "single" and np.array_equal(small.first, small.colour)
+    assert str(two_hop.questions) == "two-hop" and (two_hop.correct == -1).all()
+    S.load_shapes("test", 5, 4, seed=1, cache_dir=tmp_path)
+    loaded = S.load_shapes("test", 5, 4, seed=1, cache_dir=tmp_path, questions="two-hop")
+    names = sorted(f.name for f in (tmp_path / "shapes").iterdir())
+    assert names == ["shapes_v1_test_seed1_5x4.npz", "shapes_v1_two-hop_test_seed1_5x4.npz"]
+    again = S.load_shapes("test", 5, 4, seed=1, cache_dir=tmp_path, questions="two-hop")
+    for name in S.ShapesArrays.__dataclass_fields__:
+        assert np.array_equal(getattr(loaded, name), getattr(again, name)), name
+    assert str(again.questions) == "two-hop"
+    with pytest.raises(ValueError, match="unknown shapes question set"):
+        S.load_shapes("test", 5, 4, cache_dir=tmp_path, questions="three-hop")
+
+
+def test_a_cache_file_without_the_newer_fields_still_loads(tmp_path, small) -> None:
+    path = tmp_path / "shapes" / "shapes_v1_test_seed2_40x20.npz"
+    old = {name: getattr(small, name) for name in S.ShapesArrays.__dataclass_fields__}
+    del old["first"], old["questions"]
+    path.parent.mkdir()
+    np.savez_compressed(path, **old)
+    loaded = S.load_shapes("test", 40, 20, seed=2, cache_dir=tmp_path)
+    assert str(loaded.questions) == "single" and np.array_equal(loaded.first, small.colour)
+
+
+def test_two_hop_dataset_items_use_their_own_vocabulary(two_hop: S.ShapesArrays) -> None:
+    data = S.ShapesVQA("train", arrays=two_hop)
+    assert data.vocab == S.TWO_HOP_VOCAB and data.answers == S.TWO_HOP_ANSWERS
+    for q in range(0, 200, 7):
+        sample = data[q]
+        words = [S.TWO_HOP_VOCAB[t] for t in sample.question[: sample.length].tolist()]
+        assert words == tokenize(data.question_text(q))
+        assert data.answer_text(q) in S.TWO_HOP_ANSWERS
+        assert sample.family == S.TWO_HOP_TEMPLATES[sample.template].family and sample.correct == -1

@@ -68,3 +68,39 @@ def test_default_model_points_with_its_attention(tmp_path) -> None:
     model = recipe.build(config).model
     assert model.spec.head == "context-self" and model.spec.point_by_attention
     assert all(hop.score == "dot" for hop in model.head.attention.hops)
+
+
+@pytest.mark.parametrize("hops", [1, 2])
+def test_two_hop_questions_report_hop_mass_and_draw_their_figure(tmp_path, hops: int) -> None:
+    recipe, config = ci_config(tmp_path, questions="two-hop", **{"model.head": "stacked", "model.hops": hops})
+    task = recipe.build(config)
+    assert task.model.classifier[-1].out_features == 8  # square, circle and the 6 colours
+    task.model.eval()
+    with torch.no_grad():
+        result = task.evaluate(task.model, task.eval_set)
+    assert {"acc", "acc_one_hop", "acc_two_hop", "params"} <= set(result)
+    assert sum(k.startswith("acc_template_") for k in result) == 8
+    roles = ("named", "first", "second")
+    masses = [f"mass_hop{k}_{r}" for k in range(1, hops + 1) for r in roles] + [f"mass_uniform_{r}" for r in roles]
+    assert set(masses) <= set(result) and all(0 <= result[k] <= 1 for k in masses)
+    assert not any(k.startswith("mass_hop3") for k in result)
+    (path,) = task.show(task.model, task.eval_set, tmp_path / "figures")
+    assert path.name == "shapes-two-hop.png" and path.stat().st_size > 5000
+
+
+def test_hop_mass_is_one_for_a_map_on_the_object(tmp_path) -> None:
+    from foveal.recipes.shapes_vqa import object_cells
+
+    recipe, config = ci_config(tmp_path, questions="two-hop", **{"model.head": "stacked"})
+    task = recipe.build(config)
+    data = task.eval_set.questions
+    cells = object_cells(task.model, data, torch.arange(len(data)))  # (Q, 3, N)
+    assert cells.shape == (len(data), 3, task.model.grid**2) and (cells.sum(-1) >= 1).all()
+    on_second = cells[:, 2] / cells[:, 2].sum(-1, keepdim=True)
+    assert torch.allclose((on_second * cells[:, 2]).sum(-1), torch.ones(len(data)))
+
+
+def test_an_unknown_question_set_is_refused(tmp_path) -> None:
+    recipe, config = ci_config(tmp_path, questions="three-hop")
+    with pytest.raises(ValueError, match="questions must be one of single, two-hop"):
+        recipe.build(config)

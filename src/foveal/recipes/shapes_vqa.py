@@ -277,6 +277,9 @@ def show(model: VQA, dataset: ShapesByImage, figures_dir: Path, per_template: in
             continue
         of_template = torch.nonzero(data.template_ids == t).flatten()
         of_template = of_template[data.image_index[of_template] < len(dataset)]
+        if two_hop:  # a picture per question: one picture's maps would repeat down the figure
+            shown = {int(data.image_index[q]) for q in picks}
+            of_template = of_template[[int(data.image_index[q]) not in shown for q in of_template]]
         picks += of_template[:per_template].tolist()
     items = [
         ShapesImageBatch(
@@ -323,7 +326,7 @@ def show(model: VQA, dataset: ShapesByImage, figures_dir: Path, per_template: in
     return [path]
 
 
-ROLE_STYLE = {"named": ("white", ":"), "first": ("black", "--"), "second": ("black", "-")}
+ROLE_STYLE = {"named": ("black", ":"), "first": ("black", "--"), "second": ("black", "-")}
 
 
 def two_hop_figure(
@@ -343,7 +346,9 @@ def two_hop_figure(
 
     plt = pyplot()
     hops = 0 if maps is None else maps.shape[1]
-    fig, axes = plt.subplots(len(picks), 1 + hops, figsize=(2.2 * (1 + hops), 2.5 * len(picks)), squeeze=False)
+    fig, axes = plt.subplots(
+        len(picks), 1 + hops, figsize=(2.2 * (1 + hops), 2.4 * len(picks)), squeeze=False, layout="constrained"
+    )
     cells = object_cells(model, data, torch.tensor(picks))  # (Q, 3, N)
     arrays = data.arrays
     for row, q in enumerate(picks):
