@@ -27,6 +27,14 @@ def test_a_sweep_writes_a_row_per_run_and_skips_what_it_has(tmp_path, monkeypatc
     assert table.splitlines()[0] == "| dropout | acc (mean) | min-max | seeds |" and len(table.splitlines()) == 4
 
 
+def test_runs_with_other_fixed_settings_get_their_own_directories(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    run_sweep("toy-sets", "toy", None, {}, [0], sets=TINY)
+    run_sweep("toy-sets", "toy", None, {}, [0], sets={**TINY, "model.dropout": "0.5"})
+    runs = sorted(p.name for p in (tmp_path / "runs" / "sweeps" / "toy-sets").iterdir())
+    assert len(runs) == 2 and all(r.endswith("-seed0") for r in runs) and any("dropout=0.5" in r for r in runs)
+
+
 def test_the_command_line_sweeps_and_tabulates(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     sets = [arg for key, value in TINY.items() for arg in ("--set", f"{key}={value}")]

@@ -94,7 +94,8 @@ def run_sweep(
             row = {"recipe": recipe, "preset": preset, "sets": settings, "seed": seed}
             if _row_key(row) in done:
                 continue
-            tag = "-".join(f"{k.split('.')[-1]}={v}" for k, v in cell.items()) or "default"
+            # every setting, fixed or gridded, names the run: two sweeps into one file never share a run
+            tag = "-".join(f"{k.split('.')[-1]}={v}" for k, v in settings.items()) or "default"
             out = Path(runs_dir) / name / f"{tag}-seed{seed}"
             wall, cpu = time.monotonic(), resource.getrusage(resource.RUSAGE_SELF).ru_utime
             command = f"foveal sweep {name} {recipe}"

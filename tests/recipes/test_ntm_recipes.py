@@ -154,7 +154,7 @@ def test_sort_starts_with_memory_rows_that_differ_and_are_learned():
     assert not task.model.memory_init.memory.requires_grad  # the others keep the constant start
 
 
-def test_copy_full_preset_is_a_feedforward_machine_whose_heads_start_walking():
+def test_copy_full_preset_is_a_feedforward_machine_whose_write_head_walks_and_read_head_waits():
     from foveal.memory import split_head_params
 
     config = resolve_config(get_recipe("ntm-copy"), "full", None, {}, 0, 1)
@@ -168,7 +168,9 @@ def test_copy_full_preset_is_a_feedforward_machine_whose_heads_start_walking():
     read_raw, write_raw = model.heads.bias.split([model.read_param_size, model.write_param_size])
     for raw, write in ((read_raw, False), (write_raw, True)):
         p = split_head_params(raw.view(1, 1, -1), config.model.n_cols, config.model.n_shifts, write=write)
-        assert p.shift[0, 0].argmax() == 2 and p.shift[0, 0, 2] > 0.75  # shift +1: both heads start walking
+        # the write head starts walking (shift +1), the read head still (shift 0), parked on row 0
+        assert p.shift[0, 0].argmax() == (2 if write else 1) and p.shift[0, 0].max() > 0.75
+    assert config.blank_rate > 0 and task.eval_set.main.task.blank_rate == 0
     assert {f"bits_len{n}" for n in config.generalise_lengths} <= task.evaluate(model.eval(), task.eval_set).keys()
 
 

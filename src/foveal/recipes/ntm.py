@@ -333,22 +333,26 @@ _register(
     {
         "quick": {"loop.steps": 1200, "n_eval": 500, "generalise_lengths": (40,), "n_eval_long": 100},
         # A feed-forward controller, so no state can drift past the 20 steps training shows it (the LSTM's
-        # read head stops walking after ~55 output steps whatever the length: 221 wrong bits at 120). Its
-        # read head parks on a row the walking write head never writes, so a blank read means "input";
-        # the output sees the last read through the controller (output_from=both), which a controller
-        # without memory needs to start the read-out on the right row. 256 rows: in the output phase the
-        # write head spreads over every row and slowly erases them; with 128 rows seed 0 made 9.8 wrong
-        # bits at length 120 (7.8 -> 0.1 with those writes switched off). Seeds 0-4 at length 120: 4.67,
-        # 0.43, 2.86, 472 (seed 3 finds the start by content and does not generalise), 1.79 wrong bits per
-        # sequence, 162-226 CPU-s each; with the LSTM (full-lstm) 221 (docs/studies/ntm-copy-generalisation.md).
+        # read head stops walking after ~55 output steps whatever the length: 221 wrong bits at 120). The
+        # write head starts walking; the read head starts still, parked on row 0, which the walking write
+        # head never writes, so a blank read means "input" (started walking instead, some seeds found the
+        # start by content and copied nothing longer than 20). More all-zero training vectors (blank_rate),
+        # because a written one reads blank too: without them most length-120 errors sat in sequences
+        # holding one. The output sees the last read through the controller (output_from=both), which a
+        # controller without memory needs to start the read-out on the right row. 256 rows: in the output
+        # phase the write head spreads over every row and slowly erases them (128 rows: 9.8 wrong bits at
+        # 120). Seeds 0-4: 0.000-0.012 wrong bits per sequence at every length to 120, 82-94 CPU-s each,
+        # compiled (docs/ntm.md, results/ntm-copy-compiled.jsonl).
         "full": {
             "loop.steps": 2000,
             "model.controller": "feedforward",
             "model.output_from": "both",
             "model.still_bias": 0.0,
             "model.write_walk_bias": 2.0,
-            "model.read_walk_bias": 2.0,
+            "model.read_walk_bias": 0.0,
+            "model.read_still_bias": 2.0,
             "model.n_rows": 256,
+            "blank_rate": 0.05,
             "generalise_lengths": (40, 60, 80, 100, 120),
             "n_eval_long": 500,
             # the step compiled: 2.2x per step after a ~20 s first compile (benchmarks/compile.py)
