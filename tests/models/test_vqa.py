@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -171,7 +173,7 @@ def test_patch_keys_are_scored_and_the_cnn_map_averaged(head: str) -> None:
     assert not torch.allclose(model.head(V, v_Q).weights, expected)
     with pytest.raises(ValueError, match="keys must be"):
         VQA(VOCAB, ANSWERS, head=head, **SMALL, keys="block1")
-    with pytest.raises(ValueError, match="not supported by the 'none' head"):
+    with pytest.raises(ValueError, match="the 'none' head does not take keys='patch'; set model.keys=values"):
         VQA(VOCAB, ANSWERS, head="none", **SMALL, keys="patch")
 
 
@@ -246,12 +248,19 @@ def test_temperature_divides_every_hops_additive_score() -> None:
 
 
 def test_readout_gate_and_temperature_need_a_stacked_head() -> None:
-    with pytest.raises(ValueError, match="readout='last' is not supported by the 'spatial' head"):
+    with pytest.raises(ValueError, match="the 'spatial' head does not take readout='last'; set model.readout=sum$"):
         VQA(VOCAB, ANSWERS, head="spatial", readout="last", **SMALL)
-    with pytest.raises(ValueError, match="gate=true is not supported by the 'none' head"):
+    with pytest.raises(ValueError, match="the 'none' head does not take gate=True; set model.gate=false$"):
         VQA(VOCAB, ANSWERS, head="none", gate=True, **SMALL)
-    with pytest.raises(ValueError, match=r"temperature=0\.5 is not supported by the 'stacked-dot' head"):
+    with pytest.raises(ValueError, match=r"'stacked-dot' head does not take temperature=0\.5; set model.temperature=1$"):
         VQA(VOCAB, ANSWERS, head="stacked-dot", temperature=0.5, **SMALL)
+    # every option the head cannot take is named in one message, with the settings that fix it
+    message = (
+        "the 'channel' head does not take readout='last', gate=True, temperature=0.5, keys='patch'; "
+        "set model.readout=sum model.gate=false model.temperature=1 model.keys=values"
+    )
+    with pytest.raises(ValueError, match=re.escape(message)):
+        VQA(VOCAB, ANSWERS, head="channel", readout="last", gate=True, temperature=0.5, keys="patch", **SMALL)
     with pytest.raises(ValueError, match="readout must be one of sum, last"):
         VQA(VOCAB, ANSWERS, head="stacked", readout="mean", **SMALL)
     with pytest.raises(ValueError, match="temperature must be > 0"):

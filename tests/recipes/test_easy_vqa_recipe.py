@@ -41,6 +41,14 @@ def test_build_loss_evaluate_show(tmp_path, by_image: bool) -> None:
     # the overall mass is the question-weighted mean of the per-answer-type masses, so it lies between them
     per_type = [result[f"mask_mass_{key}"] for key in ("yesno", "shape", "colour")]
     assert min(per_type) - 1e-6 <= result["mask_mass"] <= max(per_type) + 1e-6
+    # and the yes/no mass is the mean over the questions naming what is there and those naming what is not
+    present = task.eval_set.names_present()
+    n_present = int(present.sum())
+    n_absent = int((task.eval_set.answer_types == 0).sum()) - n_present
+    split = (n_present * result["mask_mass_yesno_present"] + n_absent * result["mask_mass_yesno_absent"]) / (
+        n_present + n_absent
+    )
+    assert split == pytest.approx(result["mask_mass_yesno"], abs=1e-5)
     (path,) = task.show(task.model, task.eval_set, tmp_path)
     assert path.exists() and path.stat().st_size > 1000
 
@@ -61,7 +69,35 @@ def test_model_options_are_model_keys() -> None:
 
     load_all()
     recipe = RECIPES.get("easy-vqa")
-    config = resolve_config(recipe, "quick", sets={"model.head": "spatial", "model.hops": "1"})
-    assert config.model == VQASpec(head="spatial", hops=1, k_dim=16, mlp_hidden=256)
+    config = resolve_config(recipe, "quick", sets={"model.hops": "3"})
+    fixed = {"readout": "last", "keys": "patch", "gate": True, "temperature": 0.5}  # the recipe's default model
+    assert config.model == VQASpec(hops=3, k_dim=16, mlp_hidden=256, **fixed)
+    seed = {"model.readout": "sum", "model.keys": "values", "model.gate": "false", "model.temperature": "1"}
+    config = resolve_config(recipe, "quick", sets={"model.head": "spatial", **seed})
+    assert config.model == VQASpec(head="spatial", k_dim=16, mlp_hidden=256)
     with pytest.raises(ValueError, match="unknown config key 'head'"):
         resolve_config(recipe, sets={"head": "spatial"})
+
+
+def test_a_yes_no_question_names_what_is_present_as_the_pictures_own_answers_say() -> None:
+    # Checked against the picture's own colour and shape questions, not against the rule that computes it.
+    from foveal.data.easy_vqa import EasyVQA
+
+    test = EasyVQA("test", limit=3000)
+    present = test.names_present()
+    truth: dict[int, set[str]] = {}
+    for q in range(len(test)):
+        if test.answer_types[q] != 0:
+            truth.setdefault(int(test.image_index[q]), set()).add(test.answers[test.answer_ids[q]])
+    checked = 0
+    for q in range(len(test)):
+        words = set(test.question_text(q).split())
+        known = truth.get(int(test.image_index[q]), set())
+        if test.answer_types[q] != 0 or len(known) < 2:
+            continue
+        named = words & (set(test.answers) - {"yes", "no"})
+        assert len(named) == 1, test.question_text(q)
+        assert bool(present[q]) == bool(named & known), test.question_text(q)
+        checked += 1
+    assert checked > 100 and 0.1 < present.float().mean() < 0.9
+    assert not present[test.answer_types != 0].any()

@@ -252,6 +252,21 @@ class EasyVQA(Dataset):
             self.masks[i],
         )
 
+    def names_present(self) -> Tensor:
+        """Per question, True when a yes/no question names the colour or shape that is in the picture.
+
+        "is there a red shape" -> yes, and "is there not a red shape" -> no, both name what is there: the
+        named thing is present exactly when the answer is "yes" and the question is not negated ("not",
+        "no"), or the answer is "no" and it is. False for shape and colour questions.
+
+        Shape:
+            - output: bool ``(Q,)``
+        """
+        negations = torch.tensor([self.vocab.index(w) for w in ("not", "no") if w in self.vocab])
+        negated = torch.isin(self.questions, negations).any(-1)
+        says_yes = self.answer_ids == self.answers.index("yes")
+        return (self.answer_types == ANSWER_TYPES.index("yes/no")) & (says_yes != negated)
+
     def key(self, q: int) -> tuple[str, int]:
         """The ``(split, image id)`` of question ``q``'s picture."""
         return self.split, int(self.image_ids[self.image_index[q]])

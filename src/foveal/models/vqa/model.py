@@ -170,12 +170,20 @@ class VQA(nn.Module):
         )
         if not isinstance(self.head, VQAHead):
             raise TypeError(f"the {spec.head!r} head must be a VQAHead, got {type(self.head).__name__}")
-        if spec.readout != "sum" and getattr(self.head, "readout", "sum") != spec.readout:
-            raise ValueError(f"readout={spec.readout!r} is not supported by the {spec.head!r} head")
-        if spec.gate and getattr(self.head, "gate", None) is None:
-            raise ValueError(f"gate=true is not supported by the {spec.head!r} head")
-        if spec.temperature != 1.0 and getattr(self.head, "temperature", 1.0) != spec.temperature:
-            raise ValueError(f"temperature={spec.temperature} is not supported by the {spec.head!r} head")
+        unsupported = {
+            "readout=sum": spec.readout != "sum" and getattr(self.head, "readout", "sum") != spec.readout,
+            "gate=false": spec.gate and getattr(self.head, "gate", None) is None,
+            "temperature=1": spec.temperature != 1.0 and getattr(self.head, "temperature", 1.0) != spec.temperature,
+            "keys=values": spec.keys == "patch" and "keys" not in self.head.reads,
+        }
+        if any(unsupported.values()):
+            fixes = [fix for fix, bad in unsupported.items() if bad]
+            raise ValueError(
+                f"the {spec.head!r} head does not take "
+                + ", ".join(f"{fix.split('=')[0]}={getattr(spec, fix.split('=')[0])!r}" for fix in fixes)
+                + "; set "
+                + " ".join(f"model.{fix}" for fix in fixes)
+            )
         if self.head.grouped and self.head.reads & {"words", "layers"}:
             raise ValueError(
                 f"the {spec.head!r} head is grouped, so it may read only keys, not {sorted(self.head.reads)}"
@@ -184,8 +192,6 @@ class VQA(nn.Module):
             raise ValueError(f"keys must be 'values' or 'patch', got {spec.keys!r}")
         self.key_encoder: GridEncoder | None = None
         if spec.keys == "patch":
-            if "keys" not in self.head.reads:
-                raise ValueError(f"keys='patch' is not supported by the {spec.head!r} head")
             key_channels = tuple(spec.key_channels)
             self.key_encoder = GridEncoder(
                 key_channels, image_size=spec.image_size, grid=grid, coords=spec.coords, stem="patch"
