@@ -173,7 +173,9 @@ def test_patch_keys_are_scored_and_the_cnn_map_averaged(head: str) -> None:
     assert not torch.allclose(model.head(V, v_Q).weights, expected)
     with pytest.raises(ValueError, match="keys must be"):
         VQA(VOCAB, ANSWERS, head=head, **SMALL, keys="block1")
-    with pytest.raises(ValueError, match="the 'none' head does not take keys='patch'; set model.keys=values"):
+    with pytest.raises(
+        ValueError, match=re.escape("the 'none' head does not take keys='patch'; set model.keys=values")
+    ):
         VQA(VOCAB, ANSWERS, head="none", **SMALL, keys="patch")
 
 
@@ -248,12 +250,17 @@ def test_temperature_divides_every_hops_additive_score() -> None:
 
 
 def test_readout_gate_and_temperature_need_a_stacked_head() -> None:
-    with pytest.raises(ValueError, match="the 'spatial' head does not take readout='last'; set model.readout=sum$"):
-        VQA(VOCAB, ANSWERS, head="spatial", readout="last", **SMALL)
-    with pytest.raises(ValueError, match="the 'none' head does not take gate=True; set model.gate=false$"):
-        VQA(VOCAB, ANSWERS, head="none", gate=True, **SMALL)
-    with pytest.raises(ValueError, match=r"'stacked-dot' head does not take temperature=0\.5; set model.temperature=1$"):
-        VQA(VOCAB, ANSWERS, head="stacked-dot", temperature=0.5, **SMALL)
+    for head, option, message in [
+        ("spatial", {"readout": "last"}, "the 'spatial' head does not take readout='last'; set model.readout=sum"),
+        ("none", {"gate": True}, "the 'none' head does not take gate=True; set model.gate=false"),
+        (
+            "stacked-dot",
+            {"temperature": 0.5},
+            "the 'stacked-dot' head does not take temperature=0.5; set model.temperature=1",
+        ),
+    ]:
+        with pytest.raises(ValueError, match=re.escape(message) + "$"):
+            VQA(VOCAB, ANSWERS, head=head, **option, **SMALL)
     # every option the head cannot take is named in one message, with the settings that fix it
     message = (
         "the 'channel' head does not take readout='last', gate=True, temperature=0.5, keys='patch'; "

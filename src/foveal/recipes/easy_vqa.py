@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader
 
 from foveal.data.easy_vqa import (
     ANSWER_TYPES,
@@ -124,7 +124,9 @@ def evaluate(model: VQA, dataset: EasyVQA, batch_size: int = 256) -> dict[str, f
             f"mask_mass_{key}": (mass_sum[t, -1] / count[t]).item() for t, key in enumerate(TYPE_KEYS) if count[t]
         }
         metrics |= {
-            f"mask_mass_{key}": (group_mass[g] / group_count[g]).item() for g, key in enumerate(groups) if group_count[g]
+            f"mask_mass_{key}": (group_mass[g] / group_count[g]).item()
+            for g, key in enumerate(groups)
+            if group_count[g]
         }
     return metrics
 
