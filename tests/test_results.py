@@ -25,6 +25,9 @@ def test_a_sweep_writes_a_row_per_run_and_skips_what_it_has(tmp_path, monkeypatc
     assert path.read_text() == before  # nothing trained again
     table = markdown_table(rows, "acc")
     assert table.splitlines()[0] == "| dropout | acc (mean) | min-max | seeds |" and len(table.splitlines()) == 4
+    two = markdown_table(rows, "acc,loss").splitlines()
+    assert two[0] == "| dropout | acc (mean) | min-max | loss (mean) | min-max | seeds |"
+    assert [line.split(" | ")[:3] for line in two[2:]] == [line.split(" | ")[:3] for line in table.splitlines()[2:]]
 
 
 def test_runs_with_other_fixed_settings_get_their_own_directories(tmp_path, monkeypatch):

@@ -89,7 +89,7 @@ def _parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("results", help="the table of a results file: mean and spread of a metric over seeds")
     r.add_argument("name", help="results/NAME.jsonl, or a path to a .jsonl file")
-    r.add_argument("--metric", required=True, help="the metric to tabulate")
+    r.add_argument("--metric", required=True, help="the metric to tabulate, or several comma-separated: acc,mask_mass")
 
     e = sub.add_parser("eval", help="evaluate a trained run: print JSON metrics, write RUN/eval.json")
     e.add_argument("run", help="a run directory")

@@ -149,7 +149,10 @@ def summarize(rows: Sequence[dict[str, Any]], metric: str, by: Sequence[str] | N
 
 
 def markdown_table(rows: Sequence[dict[str, Any]], metric: str, digits: int = 3) -> str:
-    """The table the docs quote: one line per setting, mean and spread of ``metric`` over seeds.
+    """The table the docs quote: one line per setting, mean and spread over seeds of each metric.
+
+    ``metric`` is one metric or several, comma-separated (``"acc,mask_mass"``): each gets a mean and a
+    min-max column.
 
     Example:
         >>> rows = [{"sets": {"hops": "1"}, "seed": s, "metrics": {"acc": a}} for s, a in ((0, 0.5), (1, 0.7))]
@@ -158,17 +161,19 @@ def markdown_table(rows: Sequence[dict[str, Any]], metric: str, digits: int = 3)
         | --- | --- | --- | --- |
         | 1 | 0.600 | 0.500-0.700 | 0, 1 |
     """
-    summary = summarize(rows, metric)
-    keys = list(summary[0]["setting"]) if summary else []
-    lines = [
-        "| " + " | ".join([*(k.split(".")[-1] for k in keys), f"{metric} (mean)", "min-max", "seeds"]) + " |",
-        "| " + " | ".join(["---"] * (len(keys) + 3)) + " |",
-    ]
-    for entry in summary:
-        cells_ = [str(entry["setting"][k]) for k in keys]
-        spread = f"{entry['min']:.{digits}f}-{entry['max']:.{digits}f}"
-        seeds = ", ".join(map(str, entry["seeds"]))
-        lines.append("| " + " | ".join([*cells_, f"{entry['mean']:.{digits}f}", spread, seeds]) + " |")
+    metrics = [m.strip() for m in metric.split(",") if m.strip()]
+    summaries = [summarize(rows, m) for m in metrics]
+    keys = list(summaries[0][0]["setting"]) if summaries and summaries[0] else []
+    header = [*(k.split(".")[-1] for k in keys)]
+    for m in metrics:
+        header += [f"{m} (mean)", "min-max"]
+    lines = ["| " + " | ".join([*header, "seeds"]) + " |", "| " + " | ".join(["---"] * (len(header) + 1)) + " |"]
+    for entries in zip(*summaries, strict=True):
+        cells_ = [str(entries[0]["setting"][k]) for k in keys]
+        for entry in entries:
+            cells_ += [f"{entry['mean']:.{digits}f}", f"{entry['min']:.{digits}f}-{entry['max']:.{digits}f}"]
+        seeds = ", ".join(map(str, entries[0]["seeds"]))
+        lines.append("| " + " | ".join([*cells_, seeds]) + " |")
     return "\n".join(lines)
 
 
