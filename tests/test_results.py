@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from foveal.cli import main
+from foveal.errors import FovealError
 from foveal.sweep import docs_tables, markdown_table, read_results, run_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -54,6 +55,23 @@ def test_every_table_in_the_docs_matches_its_results_file(page):
         rows = read_results(ROOT / "results" / f"{name}.jsonl")
         assert rows, f"{page.name}: no results/{name}.jsonl for its table"
         assert table == markdown_table(rows, metric), f"{page.name}: the {name} table differs from its results file"
+
+
+def test_a_setting_without_the_metric_shows_a_dash_and_a_missing_seed_is_an_error():
+    rows = [
+        {"sets": {"head": h}, "seed": s, "metrics": {"acc": 0.5, **({"mass": 0.25} if h == "map" else {})}}
+        for h in ("none", "map")
+        for s in (0, 1)
+    ]
+    assert markdown_table(rows, "acc,mass").splitlines()[2:] == [
+        "| none | 0.500 | 0.500-0.500 | - | - | 0, 1 |",
+        "| map | 0.500 | 0.500-0.500 | 0.250 | 0.250-0.250 | 0, 1 |",
+    ]
+    del rows[3]["metrics"]["mass"]
+    with pytest.raises(FovealError, match="missing from some seeds"):
+        markdown_table(rows, "mass")
+    with pytest.raises(FovealError, match="'typo' is not in the results"):
+        markdown_table(rows, "typo")
 
 
 def test_the_docs_check_can_fail():

@@ -117,6 +117,7 @@ def run_sweep(
 def summarize(rows: Sequence[dict[str, Any]], metric: str, by: Sequence[str] | None = None) -> list[dict[str, Any]]:
     """Mean, spread (min-max) and seeds of ``metric`` per setting, in the order settings first appear.
 
+    A setting whose runs lack the metric (the ``none`` head has no map, so no mask mass) gets None.
     ``by`` names the settings that make a row of the table (default: every setting that varies).
 
     Example:
@@ -127,21 +128,23 @@ def summarize(rows: Sequence[dict[str, Any]], metric: str, by: Sequence[str] | N
     keys = list(by) if by is not None else sorted({k for r in rows for k in r["sets"]})
     if by is None and len(rows) > 1:
         keys = [k for k in keys if len({r["sets"].get(k) for r in rows}) > 1] or keys
+    if rows and not any(metric in row["metrics"] for row in rows):
+        raise FovealError(f"metric {metric!r} is not in the results; choose from: {', '.join(rows[0]['metrics'])}")
     groups: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
-        if metric not in row["metrics"]:
-            raise FovealError(f"metric {metric!r} is not in the results; choose from: {', '.join(row['metrics'])}")
         setting = {k: row["sets"].get(k) for k in keys}
         groups.setdefault(json.dumps(setting), []).append(row)
     table = []
     for setting, group in groups.items():
-        values = [r["metrics"][metric] for r in group]
+        values = [r["metrics"][metric] for r in group if metric in r["metrics"]]
+        if values and len(values) < len(group):  # a model without the metric (no map) lacks it in every seed
+            raise FovealError(f"metric {metric!r} is missing from some seeds of {setting}")
         table.append(
             {
                 "setting": json.loads(setting),
-                "mean": round(statistics.fmean(values), 6),
-                "min": min(values),
-                "max": max(values),
+                "mean": round(statistics.fmean(values), 6) if values else None,
+                "min": min(values, default=None),
+                "max": max(values, default=None),
                 "seeds": sorted(r["seed"] for r in group),
             }
         )
@@ -171,7 +174,10 @@ def markdown_table(rows: Sequence[dict[str, Any]], metric: str, digits: int = 3)
     for entries in zip(*summaries, strict=True):
         cells_ = [str(entries[0]["setting"][k]) for k in keys]
         for entry in entries:
-            cells_ += [f"{entry['mean']:.{digits}f}", f"{entry['min']:.{digits}f}-{entry['max']:.{digits}f}"]
+            if entry["mean"] is None:
+                cells_ += ["-", "-"]
+            else:
+                cells_ += [f"{entry['mean']:.{digits}f}", f"{entry['min']:.{digits}f}-{entry['max']:.{digits}f}"]
         seeds = ", ".join(map(str, entries[0]["seeds"]))
         lines.append("| " + " | ".join([*cells_, seeds]) + " |")
     return "\n".join(lines)
