@@ -17,8 +17,8 @@ from foveal.viz.report import GallerySection, write_gallery
 from foveal.zoo import available, build, card
 
 WHAT_IT_SHOWS = {
-    "easy-vqa": "Stacked attention (two hops) answering questions about one shape: where each hop looks, "
-    "one colour scale for the hops of a question, the object's outline and the share of attention inside it.",
+    "easy-vqa": "One attention hop answering questions about one shape: where it looks for each question, "
+    "the object's outline and the share of attention inside it.",
     "shapes-vqa": "Attention over a picture of several shapes for questions about their relations: "
     "where each hop looks for each kind of question.",
     "stn": "A spatial transformer network on distorted Fashion-MNIST: the box the localisation network "

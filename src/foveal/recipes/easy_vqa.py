@@ -1,11 +1,11 @@
 """``easy-vqa``: the VQA model of seeds 000/002 on easy-VQA, with a choice of attention head.
 
-``foveal train easy-vqa --preset quick`` trains the stacked (2-hop) model in about three minutes;
-``--set model.head=spatial`` (``none``, ``dot``, ``cosine``, ``stacked``, ``stacked-dot``) and
-``--set model.hops=3`` swap the head; every option of the model is a ``model.`` key
-(:class:`foveal.models.vqa.VQASpec`). ``eval`` reports accuracy overall and per answer type, and
-the attention mass inside the object mask (each hop and the last); ``show`` draws each hop's
-heatmap over test images.
+``foveal train easy-vqa --preset quick`` trains the default model, one additive hop whose map sits
+on the object, in about four CPU-minutes. ``--set model.hops=2`` stacks hops; another head takes
+``--set model.head=spatial`` and the seed's form of the default's four options (the error names
+them); every option of the model is a ``model.`` key (:class:`foveal.models.vqa.VQASpec`). ``eval``
+reports accuracy overall and per answer type, and the attention mass inside the object mask (each
+hop and the last); ``show`` draws each hop's heatmap over test images.
 """
 
 from __future__ import annotations
