@@ -1,0 +1,81 @@
+"""One small cell of each family's results file, trained again: the numbers the docs quote still hold.
+
+Each cell is a recipe, preset, settings and seed that a ``foveal sweep`` wrote to ``results/NAME.jsonl``
+with several seeds. The new run, one thread, must land inside the range those seeds span, widened by a
+stated margin: training on another CPU can round differently and drift from the stored run, but it
+must not leave what the seeds showed. Each takes 1-3 minutes of one core.
+"""
+
+from pathlib import Path
+from typing import NamedTuple
+
+import pytest
+
+from foveal.runs import start_run
+from foveal.sweep import read_results
+
+RESULTS = Path(__file__).resolve().parents[1] / "results"
+
+
+class Cell(NamedTuple):
+    results: str
+    recipe: str
+    preset: str
+    sets: dict[str, str]
+    margins: dict[str, float]  # metric -> how far outside the stored seeds' range the new run may land
+
+
+CELLS = {
+    # the VQA model as easy-vqa's quick preset trains it: test accuracy, and the last map's mass on the object
+    "vqa": Cell("easy-vqa-quick", "easy-vqa", "quick", {}, {"acc": 0.01, "mask_mass": 0.05}),
+    # the NTM: the copy task's full preset, compiled (lengths 1-20, wrong bits per sequence)
+    "ntm": Cell("ntm-copy-compiled", "ntm-copy", "full", {"loop.lr": "0.001"}, {"bits": 0.05}),
+    # the spatial transformer network on MNIST, quick preset (test error, %)
+    "stn": Cell("stn-mnist-fashion", "stn", "quick", {"data.dataset": "mnist"}, {"error": 1.5}),
+    # DRAW in the paper's configuration, 300 steps (negative ELBO, nats)
+    "draw": Cell(
+        "draw-paper-300",
+        "draw",
+        "paper",
+        {
+            "loop.steps": "300",
+            "test_limit": "1000",
+            "iwae_images": "100",
+            "iwae_k": "20",
+            "loop.ckpt_every": "0",
+            "dataset": "mnist",
+        },
+        {"neg_elbo": 2.0},
+    ),
+}
+
+
+def stored_rows(cell: Cell) -> list[dict]:
+    """The cell's rows in its results file, one per seed."""
+    return [
+        r
+        for r in read_results(RESULTS / f"{cell.results}.jsonl")
+        if r["recipe"] == cell.recipe and r["preset"] == cell.preset and r["sets"] == cell.sets
+    ]
+
+
+@pytest.mark.parametrize("family", list(CELLS))
+def test_every_cell_has_at_least_three_seeds_on_file(family):
+    rows = stored_rows(CELLS[family])
+    assert len({r["seed"] for r in rows}) >= 3
+    assert all(metric in r["metrics"] for r in rows for metric in CELLS[family].margins)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", list(CELLS))
+def test_a_small_cell_of_each_family_reproduces(family, tmp_path):
+    cell = CELLS[family]
+    rows = stored_rows(cell)
+    seeds = sorted(r["seed"] for r in rows)
+    _, metrics = start_run(cell.recipe, cell.preset, sets=cell.sets, seed=seeds[0], threads=1, out=tmp_path / "run")
+    for metric, margin in cell.margins.items():
+        low, high = min(r["metrics"][metric] for r in rows), max(r["metrics"][metric] for r in rows)
+        assert low - margin <= metrics[metric] <= high + margin, (
+            f"{cell.results}: {metric} = {metrics[metric]:.4g}, outside the stored seeds' {low:.4g}-{high:.4g} "
+            f"(seeds {seeds}) widened by {margin}"
+        )
