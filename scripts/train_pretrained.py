@@ -24,7 +24,7 @@ from foveal.zoo import build, card, save, save_card
 # check and `foveal demo` build the task in seconds)
 ENTRIES: dict[str, tuple[str, str, dict[str, str], dict[str, str]]] = {
     # The recipe's default model: one sharpened hop whose map sits inside the shape (docs/vqa.md).
-    "easy-vqa": ("easy-vqa", "quick", {}, {"train_limit": "64", "eval_limit": "300"}),
+    "easy-vqa": ("easy-vqa", "full", {}, {"train_limit": "64", "eval_limit": "300"}),
     "shapes-vqa": ("shapes-vqa", "quick", {"loop.steps": "3000"}, {"n_images": "16", "eval_images": "40"}),
     "stn": ("stn", "quick", {}, {"data.n_train": "64", "data.n_test": "300"}),
     "ram": ("ram", "quick", {"loop.steps": "6000"}, {"data.n_train": "64", "data.n_test": "300"}),
