@@ -170,20 +170,24 @@ class VQA(nn.Module):
         )
         if not isinstance(self.head, VQAHead):
             raise TypeError(f"the {spec.head!r} head must be a VQAHead, got {type(self.head).__name__}")
-        unsupported = {
-            "readout=sum": spec.readout != "sum" and getattr(self.head, "readout", "sum") != spec.readout,
-            "gate=false": spec.gate and getattr(self.head, "gate", None) is None,
-            "temperature=1": spec.temperature != 1.0 and getattr(self.head, "temperature", 1.0) != spec.temperature,
-            "keys=values": spec.keys == "patch" and "keys" not in self.head.reads,
-        }
-        if any(unsupported.values()):
-            fixes = [fix for fix, bad in unsupported.items() if bad]
-            raise ValueError(
-                f"the {spec.head!r} head does not take "
-                + ", ".join(f"{fix.split('=')[0]}={getattr(spec, fix.split('=')[0])!r}" for fix in fixes)
-                + "; set "
-                + " ".join(f"model.{fix}" for fix in fixes)
+        unsupported = [
+            (option, fix)
+            for option, fix, bad in (
+                ("readout", "sum", spec.readout != "sum" and getattr(self.head, "readout", "sum") != spec.readout),
+                ("gate", "false", spec.gate and getattr(self.head, "gate", None) is None),
+                (
+                    "temperature",
+                    "1",
+                    spec.temperature != 1.0 and getattr(self.head, "temperature", 1.0) != spec.temperature,
+                ),
+                ("keys", "values", spec.keys == "patch" and "keys" not in self.head.reads),
             )
+            if bad
+        ]
+        if unsupported:
+            given = ", ".join(f"{option}={getattr(spec, option)!r}" for option, _ in unsupported)
+            fixes = " ".join(f"model.{option}={fix}" for option, fix in unsupported)
+            raise ValueError(f"the {spec.head!r} head does not take {given}; set {fixes}")
         if self.head.grouped and self.head.reads & {"words", "layers"}:
             raise ValueError(
                 f"the {spec.head!r} head is grouped, so it may read only keys, not {sorted(self.head.reads)}"
