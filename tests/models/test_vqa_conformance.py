@@ -81,7 +81,7 @@ def test_a_new_head_needs_only_the_one_signature(monkeypatch) -> None:
     x = inputs()
     out = build("test-mean")(**x)
     assert out.logits.shape == (3, ANSWERS) and out.attention is None
-    with pytest.raises(ValueError, match="not supported by the 'test-mean' head"):
+    with pytest.raises(ValueError, match="the 'test-mean' head does not take keys='patch'"):
         build("test-mean", keys="patch")
 
 
