@@ -5,7 +5,8 @@ combination and appends a row to ``results/NAME.jsonl``: the recipe, preset, the
 cell, the seed, the final metrics, wall and CPU seconds, the commit and the torch version. A row
 already in the file is not trained again, so an interrupted sweep continues where it stopped.
 ``foveal results NAME --metric acc`` prints the table of mean and spread over seeds that the docs
-quote; ``tests/test_results.py`` checks that every table in docs/ matches its results file.
+quote; ``tests/test_results.py`` checks that every table in docs/ matches its results file, and
+``scripts/refresh_docs_tables.py`` writes them again from the files.
 """
 
 from __future__ import annotations
@@ -186,6 +187,20 @@ def markdown_table(rows: Sequence[dict[str, Any]], metric: str, digits: int = 3)
 MARKER = "<!-- results:"
 
 
+def parse_marker(line: str) -> tuple[str, str] | None:
+    """``(name, metric)`` of a ``<!-- results: NAME metric=M -->`` line, or None for any other line.
+
+    Example:
+        >>> parse_marker("<!-- results: vqa-family-easy metric=acc,acc_shape -->")
+        ('vqa-family-easy', 'acc,acc_shape')
+    """
+    line = line.strip()
+    if not line.startswith(MARKER):
+        return None
+    name, *parts = line[len(MARKER) : -3].split()
+    return name, dict(part.split("=", 1) for part in parts).get("metric", "")
+
+
 def docs_tables(text: str) -> list[tuple[str, str, str]]:
     """Every ``<!-- results: NAME metric=M -->`` marker of a page, with the table under it.
 
@@ -194,9 +209,7 @@ def docs_tables(text: str) -> list[tuple[str, str, str]]:
     found = []
     lines = text.splitlines()
     for i, line in enumerate(lines):
-        if line.strip().startswith(MARKER):
-            fields = dict(part.split("=", 1) for part in line.strip()[len(MARKER) : -3].split()[1:])
-            name = line.strip()[len(MARKER) :].split()[0]
+        if (marker := parse_marker(line)) is not None:
             table = []
             for following in lines[i + 1 :]:
                 if not following.startswith("|"):
@@ -204,5 +217,5 @@ def docs_tables(text: str) -> list[tuple[str, str, str]]:
                         break
                     continue
                 table.append(following)
-            found.append((name, fields.get("metric", ""), "\n".join(table)))
+            found.append((*marker, "\n".join(table)))
     return found
