@@ -385,3 +385,72 @@ def test_softmax_is_the_default_normaliser():
         )
     with pytest.raises(ValueError, match=r"unknown normalize 'sum'; choose from: softmax, count"):
         attend(q, k, v, normalize="sum")
+
+
+# --- sparsemax: the Euclidean projection onto the simplex --------------------------------------------
+
+
+def project_onto_simplex(scores: torch.Tensor) -> torch.Tensor:
+    """The definition, solved another way: w = max(s - tau, 0), with tau found by bisection so sum w = 1."""
+    low = scores.amin(-1, keepdim=True) - 1  # sum(max(s - low, 0)) >= m >= 1
+    high = scores.amax(-1, keepdim=True)  # sum(max(s - high, 0)) = 0
+    for _ in range(200):
+        tau = (low + high) / 2
+        too_much = (scores - tau).clamp_min(0).sum(-1, keepdim=True) > 1
+        low, high = torch.where(too_much, tau, low), torch.where(too_much, high, tau)
+    return (scores - (low + high) / 2).clamp_min(0)
+
+
+@pytest.mark.parametrize("masked", [False, True])
+def test_sparsemax_is_the_projection_onto_the_simplex(masked):
+    g = torch.Generator().manual_seed(3)
+    logits = 2 * torch.randn(4, 5, 9, generator=g, dtype=torch.float64)
+    mask = torch.rand(4, 5, 9, generator=g) > 0.4 if masked else torch.ones(4, 5, 9, dtype=torch.bool)
+    mask[0, 0] = True
+    weights = core.sparsemax(logits, mask if masked else None)
+    for row, keep, w in zip(logits.reshape(-1, 9), mask.reshape(-1, 9), weights.reshape(-1, 9), strict=True):
+        expected = torch.zeros(9, dtype=torch.float64)
+        if keep.any():
+            expected[keep] = project_onto_simplex(row[keep])
+        assert_close(w, expected)
+    # The projection is the nearest point of the simplex: no random point of it is nearer.
+    w, s = weights[0, 0], logits[0, 0]
+    others = torch.distributions.Dirichlet(torch.ones(9, dtype=torch.float64)).sample((2000,))
+    assert ((others - s) ** 2).sum(-1).min() >= ((w - s) ** 2).sum()
+
+
+def test_sparsemax_hand_computed_and_exactly_sparse():
+    # Sorted 2, 1.5, 0: k = 2 qualifies (1 + 2 * 1.5 > 3.5), k = 3 does not (1 + 0 < 3.5); tau = (3.5 - 1) / 2 = 1.25.
+    assert_close(core.sparsemax(torch.tensor([2.0, 1.5, 0.0])), torch.tensor([0.75, 0.25, 0.0]))
+    # Equal scores: the uniform map; one score far above the rest: all the weight, none elsewhere.
+    assert_close(core.sparsemax(torch.zeros(4)), torch.full((4,), 0.25))
+    assert_close(core.sparsemax(torch.tensor([5.0, 1.0, 0.5])), torch.tensor([1.0, 0.0, 0.0]))
+    # Shifting every score changes nothing.
+    s = torch.randn(3, 6)
+    assert_close(core.sparsemax(s + 7.5), core.sparsemax(s))
+
+
+def test_sparsemax_masks_nan_and_empty_rows():
+    logits = torch.tensor([[1.0, float("nan"), 0.5], [float("inf"), float("nan"), 2.0]], requires_grad=True)
+    mask = torch.tensor([[True, False, True], [False, False, False]])
+    w = core.sparsemax(logits, mask)
+    assert_close(w, torch.tensor([[0.75, 0.0, 0.25], [0.0, 0.0, 0.0]]))
+    w.pow(2).sum().backward()
+    assert torch.isfinite(logits.grad).all() and (logits.grad[~mask] == 0).all()
+    assert core.sparsemax(torch.zeros(2, 0)).shape == (2, 0)
+
+
+@pytest.mark.parametrize("masked", [False, True])
+def test_sparsemax_gradcheck_and_attend(masked):
+    q, k, v, g = _inputs()
+    mask = torch.rand(2, 3, 4, generator=g) > 0.3 if masked else None
+    # Scores spread enough that supports have several members, and no two scores tie.
+    scale = torch.tensor(3.0, dtype=torch.float64)
+    for tensor in (q, k, v):
+        tensor.requires_grad_(True)
+    assert torch.autograd.gradcheck(
+        lambda q, k, v: attend(q * scale, k, v, score="dot", mask=mask, normalize="sparsemax").output, (q, k, v)
+    )
+    out, w = attend(q, k, v, score="dot", mask=mask, normalize="sparsemax")
+    assert_close(w, core.sparsemax(q @ k.mT, mask))
+    assert_close(out, w @ v)

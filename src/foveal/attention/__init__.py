@@ -21,6 +21,7 @@ from foveal.attention.core import (
     masked_softmax,
     score_logits,
     set_fused_attention,
+    sparsemax,
 )
 from foveal.attention.fusion import FusionOutput, TransformerFusion
 from foveal.attention.gate import GateOutput, gate
@@ -76,5 +77,6 @@ __all__ = [
     "masked_softmax",
     "score_logits",
     "set_fused_attention",
+    "sparsemax",
     "unflatten_grid",
 ]

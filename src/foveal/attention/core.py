@@ -12,6 +12,12 @@ with one of two normalisers (``normalize=``), as in the non-local networks paper
     "softmax":  f = exp(score),  C_j = sum_i f(q_j, k_i)       (the weights are a softmax of the scores)
     "count":    f = score,       C_j = N_j, the number of keys query j may attend
 
+and a third, sparsemax (Martins and Astudillo 2016), which is no ``f / C`` but the Euclidean
+projection of the scores onto the simplex: weights that sum to 1 and are exactly 0 below a
+threshold ``tau``::
+
+    "sparsemax": w_ji = max(s_ji - tau_j, 0),  tau_j such that sum_i w_ji = 1
+
 The paper's four similarities are a score and a normaliser each; theta and phi are the learned
 projections of :class:`foveal.attention.Attention` (``W_q``, ``W_k``)::
 
@@ -43,7 +49,7 @@ from foveal.errors import FovealError
 
 ScoreFn = Callable[[Tensor, Tensor], Tensor]
 BUILTIN_SCORES = ("dot", "scaled_dot", "cosine")
-NORMALIZERS = ("softmax", "count")
+NORMALIZERS = ("softmax", "count", "sparsemax")
 
 _fused_enabled = True
 
@@ -182,7 +188,9 @@ def attend(
             built-in score and the softmax; otherwise the plain path runs.
         normalize: ``"softmax"`` (``f = exp(score)``, ``C_j = sum_i f``: weights sum to 1) or
             ``"count"`` (``f = score``, ``C_j`` = the number of keys query ``j`` may attend: the
-            non-local paper's dot-product and concatenation forms; weights may be negative).
+            non-local paper's dot-product and concatenation forms; weights may be negative), or
+            ``"sparsemax"`` (the scores' projection onto the simplex: weights sum to 1, and keys
+            scoring more than 1 below the best get exactly 0, where a softmax leaves a haze).
 
     Shape:
         - query: ``(..., n, d)``
@@ -220,9 +228,50 @@ def attend(
     logits = _logits(query, key, score, temperature)
     if normalize == "count":
         weights = _count_normalized(logits, mask)
+    elif normalize == "sparsemax":
+        weights = sparsemax(logits, mask)
     else:
         weights = logits.softmax(dim=-1) if mask is None else _masked_softmax(logits, mask)
     return AttentionOutput(weights @ value, weights if need_weights else None)
+
+
+def sparsemax(logits: Tensor, mask: Tensor | None = None) -> Tensor:
+    """The Euclidean projection of each row of ``logits`` onto the simplex (Martins and Astudillo 2016).
+
+    ``w = max(s - tau, 0)`` with ``tau`` chosen so that ``sum w = 1``: with the scores sorted
+    descending, the support is the largest ``k`` with ``1 + k s_(k) > sum_{i<=k} s_(i)``, and
+    ``tau = (sum_{i<=k} s_(i) - 1) / k``. Unlike a softmax, weights are exactly zero off the support;
+    the Jacobian there is zero too, and on it ``I - 1 1^T / k``. Where ``mask`` is False the weight
+    is zero and the logit is never read; a row with no True entry gets all-zero weights.
+
+    Shape:
+        - logits: ``(..., n, m)``
+        - mask: bool, broadcastable to ``(..., n, m)``; True = may be attended
+        - output: ``(..., n, m)``
+
+    Example:
+        >>> sparsemax(torch.tensor([[2.0, 1.5, 0.0]]))
+        tensor([[0.7500, 0.2500, 0.0000]])
+    """
+    check_floating(logits=logits)
+    if logits.shape[-1] == 0:
+        return logits.clone()
+    allowed = None
+    if mask is not None:
+        check_mask(mask, logits.shape)
+        allowed = mask.expand(logits.shape)
+        best = torch.where(allowed, logits, -torch.inf).amax(dim=-1, keepdim=True)
+        best = torch.where(allowed.any(dim=-1, keepdim=True), best, 0).detach()
+        # A masked logit is replaced by one 2 below the best allowed: off the support (which ends
+        # within 1 of the best), so it never moves tau, and finite, so no inf reaches the sums.
+        logits = torch.where(allowed, logits, best - 2)
+    ordered = logits.sort(dim=-1, descending=True).values
+    ranks = torch.arange(1, logits.shape[-1] + 1, device=logits.device, dtype=logits.dtype)
+    cumulative = ordered.cumsum(dim=-1)
+    support = (1 + ranks * ordered > cumulative).sum(dim=-1, keepdim=True)  # >= 1: the best always qualifies
+    tau = (cumulative.gather(-1, support - 1) - 1) / support.to(logits.dtype)
+    weights = (logits - tau).clamp_min(0)
+    return weights if allowed is None else weights * allowed
 
 
 def _count_normalized(f: Tensor, mask: Tensor | None) -> Tensor:

@@ -31,6 +31,7 @@ from foveal.errors import FovealError
 from foveal.registry import ATTENTION
 
 SPATIAL_SCORES = ("additive", "multiplicative", "dot", "cosine")
+SPATIAL_NORMALIZERS = ("softmax", "sparsemax")
 
 
 @ATTENTION.register("spatial")
@@ -50,6 +51,9 @@ class SpatialAttention(nn.Module):
             ``"linear"`` (the additive form without its tanh) is refused: its map cannot depend on
             the question.
         temperature: divides the cosine score (> 0).
+        normalize: how the scores become ``alpha``: ``"softmax"`` (the seeds') or ``"sparsemax"``
+            (their projection onto the simplex, :func:`foveal.attention.sparsemax`: cells scoring more
+            than 1 below the best get exactly 0, where a softmax spreads a haze over the rest).
 
     Shape:
         - V: ``(B, N, C)``, the regions (a flattened map, see :func:`foveal.flatten_grid`); ``N = 0``
@@ -77,6 +81,7 @@ class SpatialAttention(nn.Module):
         *,
         score: str = "additive",
         temperature: float = 1.0,
+        normalize: str = "softmax",
     ) -> None:
         super().__init__()
         q_dim = c_dim if q_dim is None else q_dim
@@ -96,7 +101,10 @@ class SpatialAttention(nn.Module):
             raise FovealError(
                 f"score={score!r} compares v_i with h_Q directly: needs q_dim == c_dim, got {q_dim} != {c_dim}"
             )
+        if normalize not in SPATIAL_NORMALIZERS:
+            raise FovealError(f"unknown normalize {normalize!r}; choose from: {', '.join(SPATIAL_NORMALIZERS)}")
         self.c_dim, self.q_dim, self.score, self.temperature = c_dim, q_dim, score, temperature
+        self.normalize = normalize
         if score in ("additive", "multiplicative"):
             self.W_v = nn.Linear(c_dim, k_dim, bias=False)
             self.W_q = nn.Linear(q_dim, k_dim, bias=True)  # holds b_z
@@ -128,7 +136,13 @@ class SpatialAttention(nn.Module):
         )
         query = h_Q.unsqueeze(1) if single else h_Q  # (B, n, d_q)
         v_hat, alpha = attend(
-            query, V if keys is None else keys, V, score=score, mask=mask, temperature=self.temperature
+            query,
+            V if keys is None else keys,
+            V,
+            score=score,
+            mask=mask,
+            temperature=self.temperature,
+            normalize=self.normalize,
         )
         return AttentionOutput(v_hat.squeeze(1), alpha.squeeze(1)) if single else AttentionOutput(v_hat, alpha)
 

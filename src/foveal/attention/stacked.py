@@ -37,6 +37,7 @@ class StackedAttention(nn.Module):
         k_dim: joint-embedding size of each hop's attention.
         hops: number of attention hops (1 is single-hop attention plus the residual ``+ v_Q``).
         score: each hop's score, as in :class:`SpatialAttention`.
+        normalize: each hop's ``"softmax"`` or ``"sparsemax"``, as in :class:`SpatialAttention`.
 
     Shape:
         - V: ``(B, N, d)``
@@ -53,11 +54,15 @@ class StackedAttention(nn.Module):
         (torch.Size([4, 32]), torch.Size([4, 2, 49]))
     """
 
-    def __init__(self, dim: int, *, k_dim: int = 128, hops: int = 2, score: str = "additive") -> None:
+    def __init__(
+        self, dim: int, *, k_dim: int = 128, hops: int = 2, score: str = "additive", normalize: str = "softmax"
+    ) -> None:
         super().__init__()
         check_ints(dim=dim, k_dim=k_dim, hops=hops)
-        self.dim = dim
-        self.hops = nn.ModuleList(SpatialAttention(dim, dim, k_dim, score=score) for _ in range(hops))
+        self.dim, self.normalize = dim, normalize
+        self.hops = nn.ModuleList(
+            SpatialAttention(dim, dim, k_dim, score=score, normalize=normalize) for _ in range(hops)
+        )
 
     def forward(self, V: Tensor, v_Q: Tensor, mask: Tensor | None = None, keys: Tensor | None = None) -> StackedOutput:
         check_module_dtype(self, V=V, v_Q=v_Q)

@@ -104,7 +104,7 @@ class VQAHead(nn.Module):
 
 
 class HeadFactory(Protocol):
-    """``factory(dim, *, k_dim, hops, heads, layer_dims, readout, gate, temperature) -> VQAHead``; a
+    """``factory(dim, *, k_dim, hops, heads, layer_dims, readout, gate, temperature, normalize) -> VQAHead``; a
     factory takes what it needs and ignores the rest (``**_``)."""
 
     def __call__(
@@ -118,6 +118,7 @@ class HeadFactory(Protocol):
         readout: str,
         gate: bool,
         temperature: float,
+        normalize: str,
     ) -> VQAHead: ...
 
 
@@ -202,6 +203,7 @@ class StackedHead(VQAHead):
         if not temperature > 0:
             raise ValueError(f"temperature must be > 0, got {temperature!r}")
         self.attention, self.readout, self.temperature = attention, readout, temperature
+        self.normalize = attention.normalize
         self.gate = nn.Linear(attention.dim, attention.dim) if gate else None
         if temperature != 1.0:
             for hop in attention.hops:
@@ -253,9 +255,10 @@ def _stacked_head(
     readout: str = "sum",
     gate: bool = False,
     temperature: float = 1.0,
+    normalize: str = "softmax",
     **_: object,
 ) -> VQAHead:
-    return StackedHead(StackedAttention(dim, k_dim=k_dim, hops=hops), readout, gate, temperature)
+    return StackedHead(StackedAttention(dim, k_dim=k_dim, hops=hops, normalize=normalize), readout, gate, temperature)
 
 
 @VQA_HEADS.register("stacked-dot")

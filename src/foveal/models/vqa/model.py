@@ -36,6 +36,9 @@ class VQASpec:
     gate: bool = False
     # stacked: every hop's additive score is divided by it; below 1 a hop picks its cells sooner and more sharply
     temperature: float = 1.0
+    # stacked: how each hop's scores become its map: "softmax" (seed 002) or "sparsemax" (their projection onto the
+    # simplex, exactly 0 off the cells that score near the best: no haze over the background)
+    normalize: Literal["softmax", "sparsemax"] = "softmax"
     dim: int = 64  # d, the size of the region vectors, of v_Q and of phi
     k_dim: int = 64  # joint-embedding size of the attention scores
     channels: tuple[int, ...] = (16, 32, 32, 32)  # output channels of each CNN block (see GridEncoder)
@@ -167,6 +170,7 @@ class VQA(nn.Module):
             readout=spec.readout,
             gate=spec.gate,
             temperature=spec.temperature,
+            normalize=spec.normalize,
         )
         if not isinstance(self.head, VQAHead):
             raise TypeError(f"the {spec.head!r} head must be a VQAHead, got {type(self.head).__name__}")
@@ -181,6 +185,11 @@ class VQA(nn.Module):
                     spec.temperature != 1.0 and getattr(self.head, "temperature", 1.0) != spec.temperature,
                 ),
                 ("keys", "values", spec.keys == "patch" and "keys" not in self.head.reads),
+                (
+                    "normalize",
+                    "softmax",
+                    spec.normalize != "softmax" and getattr(self.head, "normalize", "softmax") != spec.normalize,
+                ),
             )
             if bad
         ]
