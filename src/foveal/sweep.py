@@ -173,7 +173,8 @@ def markdown_table(rows: Sequence[dict[str, Any]], metric: str, digits: int = 3)
         header += [f"{m} (mean)", "min-max"]
     lines = ["| " + " | ".join([*header, "seeds"]) + " |", "| " + " | ".join(["---"] * (len(header) + 1)) + " |"]
     for entries in zip(*summaries, strict=True):
-        cells_ = [str(entries[0]["setting"][k]) for k in keys]
+        # A key a setting does not set has the recipe's default value.
+        cells_ = [("default" if (v := entries[0]["setting"][k]) is None else str(v)) for k in keys]
         for entry in entries:
             if entry["mean"] is None:
                 cells_ += ["-", "-"]
