@@ -166,3 +166,17 @@ def test_several_questions_per_image_equal_one_at_a_time(score):
         single = attn(V, questions[:, j], keys=keys)
         assert_close(v_hat[:, j], single.output)
         assert_close(alpha[:, j], single.weights)
+
+
+def test_sparsemax_normalize_is_the_projection_of_the_additive_scores():
+    import foveal.attention.core as core
+
+    torch.manual_seed(0)
+    attn = SpatialAttention(6, 5, 4, normalize="sparsemax").double()
+    V, h_Q = torch.randn(2, 7, 6, dtype=torch.float64), 3 * torch.randn(2, 5, dtype=torch.float64)
+    v_hat, alpha = attn(V, h_Q)
+    expected = core.sparsemax(attn._additive_score(h_Q.unsqueeze(1), V)).squeeze(1)
+    assert_close(alpha, expected)
+    assert_close(v_hat, (alpha.unsqueeze(-1) * V).sum(1))
+    with pytest.raises(ValueError, match="unknown normalize 'count'; choose from: softmax, sparsemax"):
+        SpatialAttention(6, normalize="count")
