@@ -27,6 +27,10 @@ class GridEncoder(nn.Module):
             one ``cell x cell`` convolution with stride ``cell`` (a patch embedding), then 1x1 blocks,
             so each region vector sees only its own cell's pixels. With ``"patch"`` nothing about an
             object leaks into the cells around it, so attention that reads the object must fall on it.
+            ``"pixels"``: 1x1 blocks on every pixel, then each cell's mean: a region vector says what
+            its cell holds (how much of it is red, how much is background) but not where in the cell,
+            so no score can prefer one edge of an object to its inside. Give it ``coords=False``: a
+            pixel's coordinates would tell the blocks where in the cell it lies.
 
     Shape:
         - image: ``(B, 3, image_size, image_size)``
@@ -44,18 +48,20 @@ class GridEncoder(nn.Module):
         stem: str = "conv",
     ) -> None:
         super().__init__()
-        if stem not in ("conv", "patch"):
-            raise ValueError(f"stem must be 'conv' or 'patch', got {stem!r}")
+        if stem not in ("conv", "patch", "pixels"):
+            raise ValueError(f"stem must be 'conv', 'patch' or 'pixels', got {stem!r}")
         layers: list[nn.Module] = [AddCoords()] if coords else []
         size, c_in = image_size, 3 + 2 * coords
-        if stem == "patch":
+        if stem in ("patch", "pixels"):
             if image_size % grid:
-                raise ValueError(f"a patch stem needs image_size ({image_size}) divisible by grid ({grid})")
+                raise ValueError(f"a {stem} stem needs image_size ({image_size}) divisible by grid ({grid})")
             cell = image_size // grid
             for i, c_out in enumerate(channels):
-                kernel = cell if i == 0 else 1
+                kernel = cell if i == 0 and stem == "patch" else 1
                 layers += [nn.Conv2d(c_in, c_out, kernel, kernel, bias=False), nn.BatchNorm2d(c_out), nn.ReLU()]
                 c_in = c_out
+            if stem == "pixels":
+                layers.append(nn.AvgPool2d(cell))
             size = grid
         for i, c_out in enumerate(channels if stem == "conv" else ()):
             stride = stem_stride if i == 0 else 1
@@ -77,8 +83,11 @@ class GridEncoder(nn.Module):
     @property
     def cell_size(self) -> int:
         """Pixels per grid cell: the grid covers the top-left ``grid * cell_size`` pixels (pooling floors)."""
-        pools = sum(isinstance(m, nn.MaxPool2d) for m in self.net)
-        return self.net[int(isinstance(self.net[0], AddCoords))].stride[0] * 2**pools
+        size = self.net[int(isinstance(self.net[0], AddCoords))].stride[0]
+        for module in self.net:
+            if isinstance(module, (nn.MaxPool2d, nn.AvgPool2d)):
+                size *= module.stride
+        return size
 
     def block_outputs(self, image: Tensor) -> list[Tensor]:
         """The output map of every block (after its pooling); the last one is :meth:`forward`'s output.

@@ -47,12 +47,13 @@ class VQASpec:
     grid_coords: bool = False  # append each cell's (x, y) to its region vector: relations need positions
     stem_stride: int = 1  # stride of the CNN's first convolution
     # the CNN's first layers: "conv" (3x3 blocks and pooling) or "patch" (a cell x cell patch embedding,
-    # then 1x1 blocks: each region sees only its own cell)
-    stem: Literal["conv", "patch"] = "conv"
-    # what the scores read for each region: "values" (the region vectors themselves) or "patch" (a separate
-    # per-cell encoder: what is in the cell, not what is near it); heads spatial, dot, cosine, stacked(-dot)
-    keys: Literal["values", "patch"] = "values"
-    key_channels: tuple[int, ...] = (32, 32)  # block widths of the keys="patch" encoder
+    # then 1x1 blocks: each region sees only its own cell) or "pixels" (1x1 blocks, then each cell's mean)
+    stem: Literal["conv", "patch", "pixels"] = "conv"
+    # what the scores read for each region: "values" (the region vectors themselves), "patch" (a separate
+    # per-cell encoder: what is in the cell, not what is near it) or "pixels" (each pixel encoded alone, then the
+    # cell's mean: what the cell holds, not where in it); heads spatial, dot, cosine, stacked(-dot)
+    keys: Literal["values", "patch", "pixels"] = "values"
+    key_channels: tuple[int, ...] = (32, 32)  # block widths of the keys="patch" or "pixels" encoder
     embed_dim: int = 32  # word-embedding size
     bidirectional: bool = True  # BiLSTM question encoder (seed 002) or one-way LSTM (seed 000)
     mlp_hidden: int = 64  # hidden width of the answer MLP
@@ -184,7 +185,7 @@ class VQA(nn.Module):
                     "1",
                     spec.temperature != 1.0 and getattr(self.head, "temperature", 1.0) != spec.temperature,
                 ),
-                ("keys", "values", spec.keys == "patch" and "keys" not in self.head.reads),
+                ("keys", "values", spec.keys != "values" and "keys" not in self.head.reads),
                 (
                     "normalize",
                     "softmax",
@@ -201,13 +202,15 @@ class VQA(nn.Module):
             raise ValueError(
                 f"the {spec.head!r} head is grouped, so it may read only keys, not {sorted(self.head.reads)}"
             )
-        if spec.keys not in ("values", "patch"):
-            raise ValueError(f"keys must be 'values' or 'patch', got {spec.keys!r}")
+        if spec.keys not in ("values", "patch", "pixels"):
+            raise ValueError(f"keys must be 'values', 'patch' or 'pixels', got {spec.keys!r}")
         self.key_encoder: GridEncoder | None = None
-        if spec.keys == "patch":
+        if spec.keys != "values":
             key_channels = tuple(spec.key_channels)
+            # no pixel coordinates for "pixels": they would tell its blocks where in the cell a colour lies
+            coords = spec.coords and spec.keys == "patch"
             self.key_encoder = GridEncoder(
-                key_channels, image_size=spec.image_size, grid=grid, coords=spec.coords, stem="patch"
+                key_channels, image_size=spec.image_size, grid=grid, coords=coords, stem=spec.keys
             )
             self.key_project = nn.Linear(key_channels[-1], dim)
         self.classifier = nn.Sequential(
