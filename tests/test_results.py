@@ -1,6 +1,8 @@
 """Results as data: a sweep writes one row per run, resumes, and every docs table matches its file."""
 
 import json
+import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -8,6 +10,7 @@ import pytest
 from foveal.cli import main
 from foveal.errors import FovealError
 from foveal.sweep import docs_tables, markdown_table, read_results, run_sweep
+from foveal.train import Interrupted, RunDir
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [*sorted((ROOT / "docs").rglob("*.md")), ROOT / "README.md"]
@@ -77,3 +80,43 @@ def test_a_setting_without_the_metric_shows_a_dash_and_a_missing_seed_is_an_erro
 def test_the_docs_check_can_fail():
     page = "<!-- results: x metric=acc -->\n| a | b |\n| --- | --- |\n| 1 | 2 |\n\ntext\n"
     assert docs_tables(page) == [("x", "acc", "| a | b |\n| --- | --- |\n| 1 | 2 |")]
+
+
+def test_an_interrupted_sweep_goes_on_from_the_run_s_checkpoint(tmp_path, monkeypatch):
+    import foveal.runs
+
+    monkeypatch.chdir(tmp_path)
+    sets = {**TINY, "loop.steps": "40", "loop.ckpt_every": "10"}
+    real_train, losses = foveal.runs.train, []
+
+    def train_stopped_at_step_25(task, config, run_dir, resume=False):
+        loss = task.loss
+
+        def interrupting_loss(model, batch):
+            losses.append(resume)
+            if len(losses) == 25:
+                os.kill(os.getpid(), signal.SIGINT)
+            return loss(model, batch)
+
+        task.loss = interrupting_loss
+        return real_train(task, config, run_dir, resume=resume)
+
+    monkeypatch.setattr(foveal.runs, "train", train_stopped_at_step_25)
+    with pytest.raises(Interrupted):
+        run_sweep("toy-stop", "toy", None, {}, [0], sets=sets)
+    assert read_results(tmp_path / "results" / "toy-stop.jsonl") == []
+    (run_dir,) = (RunDir(path) for path in (tmp_path / "runs" / "sweeps" / "toy-stop").iterdir())
+    assert json.loads(run_dir.info.read_text())["parts"] == 1  # the stopped part's time is on record
+    path = run_sweep("toy-stop", "toy", None, {}, [0], sets=sets)
+    assert losses == [False] * 25 + [True] * 15  # steps 26-40 only: nothing trained twice
+    (row,) = read_results(path)
+    assert row["parts"] == 2 and row["cpu_s"] >= 0 and row["wall_s"] > 0
+    # a run directory that cannot go on (here: its model was another size) is named, with the fix
+    other = RunDir(str(run_dir.path).replace("seed0", "seed1"))
+    other.path.mkdir(parents=True)
+    other.checkpoint.write_bytes(run_dir.checkpoint.read_bytes())
+    saved = json.loads(run_dir.config.read_text())
+    saved["config"]["model"]["hidden"] = 8
+    other.config.write_text(json.dumps(saved))
+    with pytest.raises(FovealError, match=r"delete \S+-seed1 to train this run afresh"):
+        run_sweep("toy-stop", "toy", None, {}, [1], sets=sets)

@@ -24,7 +24,7 @@ from foveal.recipes.config import (
     validate,
 )
 from foveal.registry import RECIPES
-from foveal.train import RunDir, evaluate, load, seed_everything, train
+from foveal.train import Interrupted, RunDir, evaluate, load, seed_everything, train
 from foveal.train.checkpoint import load_model_state, write_text_atomic
 from foveal.train.distributed import is_main
 
@@ -142,11 +142,23 @@ def start_run(
     )
     seed_everything(config.seed)
     task = recipe.build(config)
-    started = time.time()
-    metrics = train(task, config, run_dir, resume=resume)
+    started, cpu = time.time(), _cpu_seconds()
+    try:
+        metrics = train(task, config, run_dir, resume=resume)
+    except Interrupted:  # the checkpoint holds this part's steps, so run.json counts its time too
+        if is_main():
+            record_run_info(RunDir(run_dir), config, started, resume, command, cpu)
+        raise
     if is_main():
-        record_run_info(RunDir(run_dir), config, started, resume, command)
+        record_run_info(RunDir(run_dir), config, started, resume, command, cpu)
     return Run(run_dir, recipe, preset, config, task), metrics
+
+
+def _cpu_seconds() -> float:
+    """User CPU time of this process so far, every thread's (what a run costs on a shared machine)."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_utime
 
 
 def commit_id() -> str:
@@ -164,8 +176,11 @@ def commit_id() -> str:
     return head.stdout.strip() + ("+" if dirty.stdout.strip() else "")
 
 
-def record_run_info(run: RunDir, config: RunConfig, started: float, resumed: bool, command: str) -> None:
-    """Write ``run.json``: the command, when, how long (every resumed part added), commit and versions."""
+def record_run_info(
+    run: RunDir, config: RunConfig, started: float, resumed: bool, command: str, cpu_started: float | None = None
+) -> None:
+    """Write ``run.json``: the command, when, how long in wall and CPU seconds (every resumed part added),
+    commit and versions. ``cpu_started`` is :func:`_cpu_seconds` when this part began (None: not measured)."""
     import platform
 
     import torch
@@ -179,6 +194,7 @@ def record_run_info(run: RunDir, config: RunConfig, started: float, resumed: boo
             "command": info.get("command") or command,
             "started": info.get("started") or time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(started)),
             "seconds": round(info.get("seconds", 0.0) + seconds, 1),
+            "cpu_seconds": round(info.get("cpu_seconds", 0.0) + _cpu_seconds() - (cpu_started or _cpu_seconds()), 1),
             "parts": info.get("parts", 0) + 1,
             "seed": config.seed,
             "threads": config.threads,

@@ -14,7 +14,6 @@ from __future__ import annotations
 import itertools
 import json
 import statistics
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -83,9 +82,8 @@ def run_sweep(
     Returns the results file. Rows already in it (same recipe, preset, settings and seed) are kept
     and not trained again.
     """
-    import resource
-
     from foveal.runs import commit_id, start_run
+    from foveal.train import RunDir
 
     path = Path(results_dir) / f"{name}.jsonl"
     done = {_row_key(row) for row in read_results(path)}
@@ -97,19 +95,36 @@ def run_sweep(
                 continue
             # every setting, fixed or gridded, names the run: two sweeps into one file never share a run
             tag = "-".join(f"{k.split('.')[-1]}={v}" for k, v in settings.items()) or "default"
-            out = Path(runs_dir) / name / f"{tag}-seed{seed}"
-            wall, cpu = time.monotonic(), resource.getrusage(resource.RUSAGE_SELF).ru_utime
+            out = RunDir(Path(runs_dir) / name / f"{tag}-seed{seed}")
+            # a run stopped part-way (Ctrl-C, SIGTERM) left a checkpoint: go on from it rather than start over
+            resume = out.checkpoint.is_file()
             command = f"foveal sweep {name} {recipe}"
-            _, metrics = start_run(
-                recipe, preset, sets=settings, seed=seed, threads=threads, out=out, overwrite=True, command=command
-            )
+            try:
+                _, metrics = start_run(
+                    recipe,
+                    preset,
+                    sets=settings,
+                    seed=seed,
+                    threads=threads,
+                    out=out.path,
+                    resume=resume,
+                    overwrite=not resume,
+                    command=command,
+                )
+            except ValueError as error:
+                if not resume or not str(error).startswith("cannot resume"):
+                    raise
+                raise FovealError(f"{error}; delete {out.path} to train this run afresh") from None
+            info = json.loads(out.info.read_text())
             row |= {
                 "metrics": metrics,
-                "wall_s": round(time.monotonic() - wall, 1),
-                "cpu_s": round(resource.getrusage(resource.RUSAGE_SELF).ru_utime - cpu, 1),
+                "wall_s": info["seconds"],
+                "cpu_s": info["cpu_seconds"],
                 "commit": commit_id(),
                 "torch": torch.__version__,
             }
+            if info["parts"] > 1:  # resumed: the times add up every part that run.json recorded
+                row["parts"] = info["parts"]
             rows = [*read_results(path), row]
             write_text_atomic("".join(json.dumps(r) + "\n" for r in rows), path)
     return path

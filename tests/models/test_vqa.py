@@ -141,9 +141,9 @@ def test_grid_encoder_pools_to_the_grid_and_rejects_bad_sizes() -> None:
         GridEncoder((4, 4), grid=16)(torch.randn(2, 3, 32, 32))
 
 
-@pytest.mark.parametrize(("stem", "leaks"), [("patch", False), ("conv", True)])
+@pytest.mark.parametrize(("stem", "leaks"), [("patch", False), ("pixels", False), ("conv", True)])
 def test_patch_stem_regions_see_only_their_own_cell(stem: str, leaks: bool) -> None:
-    # Change the pixels of one 4 x 4 cell: with the patch stem only that region's vector changes;
+    # Change the pixels of one 4 x 4 cell: with the patch and pixels stems only that region's vector changes;
     # the 3x3 conv stem's receptive field spills into the neighbours (the contrast keeps this test honest).
     encoder = GridEncoder((4, 8), grid=16, stem=stem).eval()
     image = torch.randn(1, 3, 64, 64)
@@ -157,9 +157,31 @@ def test_patch_stem_regions_see_only_their_own_cell(stem: str, leaks: bool) -> N
         GridEncoder((4,), grid=16, stem="vit")
 
 
+@pytest.mark.parametrize(("stem", "coords", "sees_layout"), [("pixels", False, False), ("patch", False, True)])
+def test_pixels_stem_sees_what_a_cell_holds_not_where_in_it(stem: str, coords: bool, sees_layout: bool) -> None:
+    # Shuffle the pixels inside every cell: the pixels stem (each pixel alone, then the cell's mean) gives the
+    # same vectors, while the patch stem's cell-wide kernel tells the layouts apart.
+    encoder = GridEncoder((4, 8), grid=16, stem=stem, coords=coords).eval()
+    image = torch.randn(1, 3, 64, 64)
+    cells = image.view(1, 3, 16, 4, 16, 4).permute(0, 1, 2, 4, 3, 5).reshape(1, 3, 16, 16, 16)
+    shuffled = cells[..., torch.randperm(16)].view(1, 3, 16, 16, 4, 4).permute(0, 1, 2, 4, 3, 5).reshape(image.shape)
+    assert not torch.equal(shuffled, image)
+    assert torch.allclose(encoder(shuffled), encoder(image), atol=1e-5) != sees_layout
+    if stem == "pixels":  # the 1x1 blocks at every pixel, then each 4 x 4 cell's mean, written out
+        assert_close(encoder(image), F.avg_pool2d(encoder.net[:-1](image), 4))
+
+
+def test_pixels_keys_have_no_pixel_coordinates() -> None:
+    # a pixel's (x, y) would let the 1x1 blocks tell where in its cell a colour is
+    model = VQA(VOCAB, ANSWERS, head="stacked", **SMALL, keys="pixels", key_channels=(4, 6))
+    assert model.key_encoder.net[0].in_channels == 3
+    assert VQA(VOCAB, ANSWERS, head="stacked", **SMALL, keys="patch").key_encoder.net[1].in_channels == 5
+
+
+@pytest.mark.parametrize("keys_from", ["patch", "pixels"])
 @pytest.mark.parametrize("head", ["spatial", "stacked"])
-def test_patch_keys_are_scored_and_the_cnn_map_averaged(head: str) -> None:
-    model = VQA(VOCAB, ANSWERS, head=head, **SMALL, keys="patch", key_channels=(4, 6))
+def test_patch_keys_are_scored_and_the_cnn_map_averaged(head: str, keys_from: str) -> None:
+    model = VQA(VOCAB, ANSWERS, head=head, **SMALL, keys=keys_from, key_channels=(4, 6))
     out = model(*inputs())
     out.logits.sum().backward()
     assert model.key_project.weight.grad.abs().sum() > 0  # the keys reach the loss through the weights
