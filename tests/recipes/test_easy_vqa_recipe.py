@@ -70,11 +70,11 @@ def test_model_options_are_model_keys() -> None:
     load_all()
     recipe = RECIPES.get("easy-vqa")
     config = resolve_config(recipe, "quick", sets={"model.hops": "3"})
-    fixed = {"readout": "last", "keys": "patch", "gate": True, "temperature": 0.35}  # the recipe's default model
-    assert config.model == VQASpec(hops=3, k_dim=16, mlp_hidden=256, **fixed)
+    fixed = {"readout": "last", "keys": "pixels", "gate": True, "temperature": 0.35}  # the recipe's default model
+    assert config.model == VQASpec(hops=3, k_dim=16, **fixed)
     seed = {"model.readout": "sum", "model.keys": "values", "model.gate": "false", "model.temperature": "1"}
     config = resolve_config(recipe, "quick", sets={"model.head": "spatial", **seed})
-    assert config.model == VQASpec(head="spatial", hops=1, k_dim=16, mlp_hidden=256)
+    assert config.model == VQASpec(head="spatial", hops=1, k_dim=16)
     with pytest.raises(ValueError, match="unknown config key 'head'"):
         resolve_config(recipe, sets={"head": "spatial"})
 
