@@ -9,6 +9,7 @@ import pytest
 
 from foveal.cli import main
 from foveal.errors import FovealError
+from foveal.runs import holds_this_run
 from foveal.sweep import docs_tables, markdown_table, read_results, run_sweep
 from foveal.train import Interrupted, RunDir
 
@@ -111,12 +112,18 @@ def test_an_interrupted_sweep_goes_on_from_the_run_s_checkpoint(tmp_path, monkey
     assert losses == [False] * 25 + [True] * 15  # steps 26-40 only: nothing trained twice
     (row,) = read_results(path)
     assert row["parts"] == 2 and row["cpu_s"] >= 0 and row["wall_s"] > 0
-    # a run directory that cannot go on (here: its model was another size) is named, with the fix
+    # a finished run of other settings (here: a model of another size, as when a default changes) is not
+    # taken for this cell's: it is trained afresh over
     other = RunDir(str(run_dir.path).replace("seed0", "seed1"))
     other.path.mkdir(parents=True)
     other.checkpoint.write_bytes(run_dir.checkpoint.read_bytes())
     saved = json.loads(run_dir.config.read_text())
     saved["config"]["model"]["hidden"] = 8
+    saved["config"]["seed"] = 1
     other.config.write_text(json.dumps(saved))
-    with pytest.raises(FovealError, match=r"delete \S+-seed1 to train this run afresh"):
+    assert holds_this_run(run_dir.path, "toy", None, sets, 0) and not holds_this_run(other.path, "toy", None, sets, 1)
+    losses.clear()
+    with pytest.raises(Interrupted):
         run_sweep("toy-stop", "toy", None, {}, [1], sets=sets)
+    assert losses == [False] * 25  # from step 0 (the stop at step 25 again): not resumed
+    assert json.loads(other.config.read_text())["config"]["model"]["hidden"] == 4

@@ -67,6 +67,30 @@ def _diff(saved: dict[str, Any], new: dict[str, Any], prefix: str = "") -> list[
     return keys
 
 
+def holds_this_run(
+    run_dir: str | Path,
+    recipe_name: str,
+    preset: str | None,
+    sets: dict[str, Any] | None = None,
+    seed: int | None = None,
+) -> bool:
+    """Whether ``run_dir`` holds a checkpoint of the very run these arguments resolve to today (the thread
+    count aside), so that resuming it ends as a fresh run would. A run of other settings, or of defaults
+    that have changed since, does not count."""
+    if not RunDir(run_dir).checkpoint.is_file():
+        return False
+    try:
+        saved_recipe, saved_preset, saved = load_run_config(run_dir)
+        today = resolve_config(get_recipe(recipe_name), preset, None, sets, seed, saved.threads)
+    except (ValueError, OSError):  # a config from an older foveal, or none: not this run
+        return False
+    return (
+        saved_recipe.name == recipe_name
+        and saved_preset == preset
+        and not _diff(config_to_dict(saved), config_to_dict(today))
+    )
+
+
 def prepare_run(
     recipe_name: str,
     preset: str | None = None,

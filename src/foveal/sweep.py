@@ -82,7 +82,7 @@ def run_sweep(
     Returns the results file. Rows already in it (same recipe, preset, settings and seed) are kept
     and not trained again.
     """
-    from foveal.runs import commit_id, start_run
+    from foveal.runs import commit_id, holds_this_run, start_run
     from foveal.train import RunDir
 
     path = Path(results_dir) / f"{name}.jsonl"
@@ -96,25 +96,21 @@ def run_sweep(
             # every setting, fixed or gridded, names the run: two sweeps into one file never share a run
             tag = "-".join(f"{k.split('.')[-1]}={v}" for k, v in settings.items()) or "default"
             out = RunDir(Path(runs_dir) / name / f"{tag}-seed{seed}")
-            # a run stopped part-way (Ctrl-C, SIGTERM) left a checkpoint: go on from it rather than start over
-            resume = out.checkpoint.is_file()
+            # A run of this cell stopped part-way (Ctrl-C, SIGTERM) left a checkpoint: go on from it. Anything
+            # else there (other settings, or defaults changed since) is trained afresh over it.
+            resume = holds_this_run(out.path, recipe, preset, settings, seed)
             command = f"foveal sweep {name} {recipe}"
-            try:
-                _, metrics = start_run(
-                    recipe,
-                    preset,
-                    sets=settings,
-                    seed=seed,
-                    threads=threads,
-                    out=out.path,
-                    resume=resume,
-                    overwrite=not resume,
-                    command=command,
-                )
-            except ValueError as error:
-                if not resume or not str(error).startswith("cannot resume"):
-                    raise
-                raise FovealError(f"{error}; delete {out.path} to train this run afresh") from None
+            _, metrics = start_run(
+                recipe,
+                preset,
+                sets=settings,
+                seed=seed,
+                threads=threads,
+                out=out.path,
+                resume=resume,
+                overwrite=not resume,
+                command=command,
+            )
             info = json.loads(out.info.read_text())
             row |= {
                 "metrics": metrics,
