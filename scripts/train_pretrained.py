@@ -2,6 +2,8 @@
 
     python scripts/train_pretrained.py                 # all of them, one thread, one after another
     python scripts/train_pretrained.py ntm-copy stn    # only these
+    python scripts/train_pretrained.py easy-vqa --from runs/sweeps/easy-vqa-full/default-seed0
+                                                       # ship a finished run of the same command
 
 Each entry is a recipe, a preset and a few overrides, trained with seed 0 by the one loop; the
 card records the full evaluation, and a check: the evaluation on a small subset that
@@ -59,6 +61,25 @@ def make(name: str, out: str) -> None:
     print(f"{name}: {seconds:.0f} s, {metrics}", flush=True)
 
 
+def ship(name: str, run_dir: str) -> None:
+    """Ship a finished run instead of training again: it must be the run the entry's command makes."""
+    import json
+    from pathlib import Path
+
+    from foveal.runs import holds_this_run, load_run
+    from foveal.train import evaluate
+
+    recipe, preset, sets, _ = ENTRIES[name]
+    if not holds_this_run(run_dir, recipe, preset, sets, 0):
+        sys.exit(f"{run_dir} is not a run of `{command(name)}` (its saved config differs); train it instead")
+    run = load_run(run_dir)
+    info = json.loads((Path(run_dir) / "run.json").read_text())
+    metrics = evaluate(run.task, run.task.model)
+    save(name, run, metrics, {"sets": ENTRIES[name][3], "metrics": {}}, command(name), info["seconds"])
+    save_card(card(name), check=check(name))
+    print(f"{name}: shipped {run_dir}, {metrics}", flush=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("names", nargs="*", help=f"which to train (default: all of {', '.join(ENTRIES)})")
@@ -66,11 +87,17 @@ def main() -> int:
     parser.add_argument(
         "--recheck", action="store_true", help="measure the check again and rewrite the command (no training)"
     )
+    parser.add_argument("--from", dest="run_dir", help="ship this finished run of the one name given instead")
     args = parser.parse_args()
     unknown = set(args.names) - ENTRIES.keys()
     if unknown:
         parser.error(f"unknown {', '.join(sorted(unknown))}; choose from: {', '.join(ENTRIES)}")
     torch.set_num_threads(1)
+    if args.run_dir:
+        if len(args.names) != 1:
+            parser.error("--from ships one run: name exactly one model")
+        ship(args.names[0], args.run_dir)
+        return 0
     for name in args.names or ENTRIES:
         if args.recheck:
             save_card(card(name), check=check(name), command=command(name))

@@ -70,9 +70,11 @@ def test_model_options_are_model_keys() -> None:
     load_all()
     recipe = RECIPES.get("easy-vqa")
     config = resolve_config(recipe, "quick", sets={"model.hops": "3"})
-    fixed = {"readout": "last", "keys": "pixels", "gate": True, "temperature": 0.35}  # the recipe's default model
+    # the recipe's default model
+    fixed = {"readout": "last", "keys": "pixels", "gate": True, "temperature": 0.35, "normalize": "sparsemax"}
     assert config.model == VQASpec(hops=3, k_dim=16, **fixed)
     seed = {"model.readout": "sum", "model.keys": "values", "model.gate": "false", "model.temperature": "1"}
+    seed["model.normalize"] = "softmax"
     config = resolve_config(recipe, "quick", sets={"model.head": "spatial", **seed})
     assert config.model == VQASpec(head="spatial", hops=1, k_dim=16)
     with pytest.raises(ValueError, match="unknown config key 'head'"):

@@ -1,8 +1,8 @@
 """``easy-vqa``: the VQA model of seeds 000/002 on easy-VQA, with a choice of attention head.
 
 ``foveal train easy-vqa --preset quick`` trains the default model, one additive hop whose map sits
-on the object, in about three CPU-minutes. ``--set model.hops=2`` stacks hops; another head takes
-``--set model.head=spatial`` and the seed's form of the default's four options (the error names
+on the object, in about five CPU-minutes. ``--set model.hops=2`` stacks hops; another head takes
+``--set model.head=spatial`` and the seed's form of the default's five options (the error names
 them); every option of the model is a ``model.`` key (:class:`foveal.models.vqa.VQASpec`). ``eval``
 reports accuracy overall and per answer type, and the attention mass inside the object mask (each
 hop and the last); ``show`` draws each hop's heatmap over test images.
@@ -40,14 +40,17 @@ TYPE_KEYS = ("yesno", "shape", "colour")  # metric-name forms of ANSWER_TYPES
 
 @dataclass
 class EasyVQAConfig(RunConfig):
-    # One additive hop (the stacked head with hops=1) with four changes from seed 002's stacked head that put its map
+    # One additive hop (the stacked head with hops=1) with five changes from seed 002's stacked head that put its map
     # on the object (each a VQASpec option; docs/studies/vqa-easy-attention.md): the picture reaches the answer only
     # through the map (readout), the scores read what each cell's own pixels are but not where in the cell they lie
-    # (keys), the question gates the glimpse's channels (gate), and the scores are sharpened (temperature). One hop,
+    # (keys), the question gates the glimpse's channels (gate), the scores are sharpened (temperature), and the map is
+    # exactly zero off the cells it picks (normalize: no haze over the background to read a shape from). One hop,
     # because with two the first read the object and the second could pass it on by where it looked, off the object.
     # k_dim = 16 halves the step time.
     model: VQASpec = field(
-        default_factory=lambda: VQASpec(k_dim=16, hops=1, readout="last", keys="pixels", gate=True, temperature=0.35)
+        default_factory=lambda: VQASpec(
+            k_dim=16, hops=1, readout="last", keys="pixels", gate=True, temperature=0.35, normalize="sparsemax"
+        )
     )
     cache_dir: str = ""  # "" = $FOVEAL_CACHE or ~/.cache/foveal
     train_limit: int = 0  # keep the first N training questions (0 = all)
