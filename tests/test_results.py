@@ -111,7 +111,9 @@ def test_an_interrupted_sweep_goes_on_from_the_run_s_checkpoint(tmp_path, monkey
     path = run_sweep("toy-stop", "toy", None, {}, [0], sets=sets)
     assert losses == [False] * 25 + [True] * 15  # steps 26-40 only: nothing trained twice
     (row,) = read_results(path)
-    assert row["parts"] == 2 and row["cpu_s"] >= 0 and row["wall_s"] > 0
+    info = json.loads(run_dir.info.read_text())  # both parts, added up
+    assert row["parts"] == info["parts"] == 2
+    assert (row["wall_s"], row["cpu_s"]) == (info["seconds"], info["cpu_seconds"])
     # a finished run of other settings (here: a model of another size, as when a default changes) is not
     # taken for this cell's: it is trained afresh over
     other = RunDir(str(run_dir.path).replace("seed0", "seed1"))
