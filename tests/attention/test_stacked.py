@@ -89,3 +89,111 @@ def test_several_questions_per_image_equal_one_at_a_time():
         single = san(V, questions[:, j])
         assert_close(phi[:, j], single.output)
         assert_close(maps[:, j], single.weights)
+
+
+# --- relate: hops after the first move relative to where the hop before looked ----------------------
+
+
+def _grid_inputs(B=2, side=4, d=8, seed=1):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(B, side * side, d, generator=g), torch.randn(B, d, generator=g)
+
+
+def test_relate_follows_its_equation():
+    san = StackedAttention(8, k_dim=5, hops=3, relate=True)
+    with torch.no_grad():  # away from the zero-ish initialisation, so every term matters
+        for relation in san.relations:
+            relation.weight.normal_(0, 0.5)
+            relation.bias.normal_(0, 1.0)
+    V, v_Q = _grid_inputs()
+    phi, maps = san(V, v_Q)
+    # the cell centres of a 4 x 4 grid, row-major: x along a row, y down the rows, at (2 j + 1) / 4 - 1
+    axis = torch.tensor([-0.75, -0.25, 0.25, 0.75])
+    x = torch.stack([axis.repeat(4), axis.repeat_interleave(4)], dim=-1)  # (16, 2)
+    u, previous = v_Q, None
+    for t, hop in enumerate(san.hops):
+        e = hop.w_a(torch.tanh(hop.W_v(V) + hop.W_q(u)[:, None, :]))[..., 0]  # (B, N)
+        if t > 0:
+            toward, avoid = san.relations[t - 1](u).unbind(-1)
+            c = (previous[..., None] * x).sum(1)  # where hop t - 1 looked
+            for b in range(V.shape[0]):
+                for i in range(x.shape[0]):
+                    distance2 = ((x[i] - c[b]) ** 2).sum()
+                    seen = previous[b, i] / previous[b].max()
+                    e[b, i] = e[b, i] - toward[b] * distance2 - torch.log1p(torch.exp(avoid[b])) * seen
+        alpha = torch.softmax(e, dim=1)
+        assert_close(maps[:, t], alpha)
+        u, previous = (alpha[..., None] * V).sum(1) + u, alpha
+    assert_close(phi, u)
+
+
+def _pointing_hop(san, toward, avoid):
+    """Make the first hop look at cell 0 only and the second hop's content score flat."""
+    with torch.no_grad():
+        for hop in san.hops:
+            for p in hop.parameters():
+                p.zero_()
+        san.relations[0].weight.zero_()
+        san.relations[0].bias.copy_(torch.tensor([toward, avoid]))
+    bias = torch.full((16,), -30.0)
+    bias[0] = 0.0
+    return bias
+
+
+@pytest.mark.parametrize(("toward", "expected"), [(20.0, {1, 4}), (-20.0, {15})])
+def test_relate_moves_toward_or_away_from_what_the_last_hop_found(toward, expected):
+    san = StackedAttention(8, k_dim=5, hops=2, relate=True)
+    first_bias = _pointing_hop(san, toward, avoid=30.0)
+    V, v_Q = _grid_inputs(B=1)
+    glimpses, maps = [], []
+    u = v_Q
+    for t, hop in enumerate(san.hops):  # hop 1 gets a bias that pins it to the top-left cell
+        bias = first_bias[None] if t == 0 else san.relation_bias(t, u, maps[-1], san._positions(V, None))
+        v_filt, alpha = hop(V, u, bias=bias)
+        u = v_filt + u
+        glimpses.append(v_filt)
+        maps.append(alpha)
+    assert maps[0][0, 0] > 0.999
+    second = maps[1][0]
+    # toward: the nearest cells other than the one seen (its right and lower neighbours); away: the far corner
+    assert set(torch.nonzero(second > 0.3).flatten().tolist()) == expected
+    assert second[0] < 1e-6  # the cell hop 1 looked at is avoided
+
+
+def test_relate_without_avoid_returns_to_the_same_cell():
+    san = StackedAttention(8, k_dim=5, hops=2, relate=True)
+    first_bias = _pointing_hop(san, toward=20.0, avoid=-30.0)  # softplus(-30) ~ 0: nothing avoided
+    V, v_Q = _grid_inputs(B=1)
+    _, first = san.hops[0](V, v_Q, bias=first_bias[None])
+    bias = san.relation_bias(1, v_Q, first, san._positions(V, None))
+    assert bias[0].argmax() == 0
+
+
+def test_relate_needs_positions_off_a_square_grid():
+    san = StackedAttention(8, k_dim=5, hops=2, relate=True)
+    V, v_Q = _inputs(N=6)
+    with pytest.raises(ValueError, match="6 cells are not a square grid; pass positions"):
+        san(V, v_Q)
+    positions = torch.linspace(-1, 1, 6)[:, None].repeat(1, 2)
+    phi, maps = san(V, v_Q, positions=positions)
+    assert maps.shape == (3, 2, 6) and torch.isfinite(phi).all()
+    with pytest.raises(ValueError, match=r"positions: expected shape \(6, 2\)"):
+        san(V, v_Q, positions=positions[:5])
+
+
+def test_relate_off_keeps_the_parameters_of_seed_002():
+    plain, related = StackedAttention(8, k_dim=5, hops=3), StackedAttention(8, k_dim=5, hops=3, relate=True)
+    extra = set(related.state_dict()) - set(plain.state_dict())
+    assert plain.relations is None and not plain.relate
+    assert extra == {f"relations.{t}.{name}" for t in range(2) for name in ("weight", "bias")}
+
+
+def test_relate_answers_several_questions_per_image_one_at_a_time():
+    san = StackedAttention(8, k_dim=5, hops=3, relate=True)
+    V, _ = _grid_inputs()
+    questions = torch.randn(2, 3, 8)
+    phi, maps = san(V, questions)
+    for j in range(3):
+        single = san(V, questions[:, j])
+        assert_close(phi[:, j], single.output)
+        assert_close(maps[:, j], single.weights)

@@ -280,6 +280,7 @@ def test_readout_gate_and_temperature_need_a_stacked_head() -> None:
             {"temperature": 0.5},
             "the 'stacked-dot' head does not take temperature=0.5; set model.temperature=1",
         ),
+        ("context-self", {"relate": True}, "the 'context-self' head does not take relate=True; set model.relate=false"),
     ]:
         with pytest.raises(ValueError, match=re.escape(message) + "$"):
             VQA(VOCAB, ANSWERS, head=head, **option, **SMALL)
@@ -384,3 +385,18 @@ def test_bad_questions_lengths_and_picture_indices_are_named(change: dict, messa
     model(**inputs)  # the valid call works
     with pytest.raises(ValueError, match=message):
         model(**(inputs | change))
+
+
+@pytest.mark.parametrize("head", ["stacked", "stacked-dot"])
+def test_relate_reaches_the_stacked_hops(head: str) -> None:
+    torch.manual_seed(0)
+    related = VQA(VOCAB, ANSWERS, head=head, hops=2, relate=True, **SMALL)
+    assert related.head.relate and len(related.head.attention.relations) == 1
+    plain = VQA(VOCAB, ANSWERS, head=head, hops=2, **SMALL)
+    plain.load_state_dict(related.state_dict(), strict=False)  # the same model but for the relation
+    with torch.no_grad():
+        related.head.attention.relations[0].bias.copy_(torch.tensor([5.0, 3.0]))
+    x = inputs()
+    first, second = related(*x).attention, plain(*x).attention
+    assert_close(first[:, 0], second[:, 0])  # hop 1 has nothing to relate to
+    assert not torch.allclose(first[:, 1], second[:, 1], atol=1e-3)

@@ -26,7 +26,7 @@ from torch import Tensor, nn
 
 from foveal._checks import check_ints, check_module_dtype, check_number, check_shape
 from foveal.attention._masks import check_mask
-from foveal.attention.core import AttentionOutput, additive_logits, attend
+from foveal.attention.core import AttentionOutput, _logits, additive_logits, attend
 from foveal.errors import FovealError
 from foveal.registry import ATTENTION
 
@@ -63,6 +63,8 @@ class SpatialAttention(nn.Module):
         - mask: bool ``(B, N)``, True = region may be attended; a row with no True gives zeros. A
           masked region's ``V`` and ``keys`` are never read, so a NaN or Inf there changes nothing
         - keys: ``(B, N, C)``, what the score reads for each region (default: ``V``)
+        - bias: ``(B, N)`` (``(B, n, N)``), added to the scores before they are normalised (e.g.
+          :class:`foveal.attention.StackedAttention`'s ``relate`` term)
         - output: ``(B, C)``, ``v_hat`` (``(B, n, C)`` for ``n`` questions)
         - weights: ``(B, N)``, ``alpha`` (``(B, n, N)``)
 
@@ -113,7 +115,12 @@ class SpatialAttention(nn.Module):
             self.activation = nn.Tanh()
 
     def forward(
-        self, V: Tensor, h_Q: Tensor, mask: Tensor | None = None, keys: Tensor | None = None
+        self,
+        V: Tensor,
+        h_Q: Tensor,
+        mask: Tensor | None = None,
+        keys: Tensor | None = None,
+        bias: Tensor | None = None,
     ) -> AttentionOutput:
         tensors = {"V": V, "h_Q": h_Q, **({} if keys is None else {"keys": keys})}
         check_module_dtype(self, **tensors)
@@ -135,6 +142,13 @@ class SpatialAttention(nn.Module):
             self.score, self.score
         )
         query = h_Q.unsqueeze(1) if single else h_Q  # (B, n, d_q)
+        if bias is not None:
+            check_shape("bias", bias, ("B", "N") if single else ("B", query.shape[1], "N"), sizes)
+            offset, scored = bias.unsqueeze(1) if single else bias, score
+
+            def score(q: Tensor, k: Tensor) -> Tensor:
+                return _logits(q, k, scored, self.temperature) + offset
+
         v_hat, alpha = attend(
             query,
             V if keys is None else keys,

@@ -6,6 +6,18 @@ query, ``phi = v_filt + u``, and ``phi`` is the next hop's query (an "augmented 
     u_1 = v_Q,   v_filt_t, p_t = SpatialAttention_t(V, u_t),   u_{t+1} = phi_t = v_filt_t + u_t
 
 The image regions ``V`` are the same at every hop; each hop has its own parameters.
+
+``relate=True`` (foveal's addition, not the paper's) lets a hop find an object *relative to* the one
+the hop before it found, as "the object closest to the red one" needs: hop ``t > 1`` adds to its
+scores a term in each cell's distance from where hop ``t - 1`` looked, toward or away as its query
+says, and a penalty on the cells hop ``t - 1`` looked at (so "closest" does not return the same
+object)::
+
+    c_{t-1} = sum_i alpha_{t-1,i} x_i                   (where hop t - 1 looked; x_i = cell i's centre)
+    e_{t,i} += -toward_t ||x_i - c_{t-1}||^2 - softplus(avoid_t) alpha_{t-1,i} / max_j alpha_{t-1,j}
+    (toward_t, avoid_t) = W_r,t u_t + b_r,t              (toward_t > 0: near, < 0: far)
+
+Without it a second hop can only move its query by what the first hop saw, not by where it saw it.
 """
 
 from __future__ import annotations
@@ -13,9 +25,11 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from foveal._checks import check_ints, check_module_dtype, check_shape
+from foveal.attention.coords import grid_coords
 from foveal.attention.spatial import SpatialAttention
 from foveal.errors import FovealError
 from foveal.registry import ATTENTION
@@ -38,12 +52,16 @@ class StackedAttention(nn.Module):
         hops: number of attention hops (1 is single-hop attention plus the residual ``+ v_Q``).
         score: each hop's score, as in :class:`SpatialAttention`.
         normalize: each hop's ``"softmax"`` or ``"sparsemax"``, as in :class:`SpatialAttention`.
+        relate: every hop after the first also scores cells by their distance from where the hop
+            before it looked, and avoids the cells it looked at (see the module docstring).
 
     Shape:
         - V: ``(B, N, d)``
         - v_Q: ``(B, d)``, or ``(B, n, d)``: ``n`` questions about the same regions, each with its own hops
         - mask: bool ``(B, N)``, True = region may be attended
         - keys: ``(B, N, d)``, what every hop's score reads (default: ``V``; see :class:`SpatialAttention`)
+        - positions: ``(N, 2)``, each cell's centre for ``relate`` (default: a square grid's
+          :func:`foveal.attention.grid_coords`, row-major as :func:`foveal.flatten_grid` lays it out)
         - output: ``(B, d)``, the final ``phi`` (``(B, n, d)``)
         - weights: ``(B, hops, N)``, hop ``t``'s attention map at ``[:, t]`` (``(B, n, hops, N)`` for ``n`` questions)
 
@@ -55,7 +73,14 @@ class StackedAttention(nn.Module):
     """
 
     def __init__(
-        self, dim: int, *, k_dim: int = 128, hops: int = 2, score: str = "additive", normalize: str = "softmax"
+        self,
+        dim: int,
+        *,
+        k_dim: int = 128,
+        hops: int = 2,
+        score: str = "additive",
+        normalize: str = "softmax",
+        relate: bool = False,
     ) -> None:
         super().__init__()
         check_ints(dim=dim, k_dim=k_dim, hops=hops)
@@ -63,8 +88,34 @@ class StackedAttention(nn.Module):
         self.hops = nn.ModuleList(
             SpatialAttention(dim, dim, k_dim, score=score, normalize=normalize) for _ in range(hops)
         )
+        # (toward, avoid) of every hop after the first, read from its query
+        self.relations = nn.ModuleList(nn.Linear(dim, 2) for _ in range(hops - 1)) if relate else None
 
-    def forward(self, V: Tensor, v_Q: Tensor, mask: Tensor | None = None, keys: Tensor | None = None) -> StackedOutput:
+    @property
+    def relate(self) -> bool:
+        return self.relations is not None
+
+    def forward(
+        self,
+        V: Tensor,
+        v_Q: Tensor,
+        mask: Tensor | None = None,
+        keys: Tensor | None = None,
+        positions: Tensor | None = None,
+    ) -> StackedOutput:
+        glimpses, maps = self.trace(V, v_Q, mask, keys, positions)
+        return StackedOutput(v_Q + sum(glimpses), torch.stack(maps, dim=-2))
+
+    def trace(
+        self,
+        V: Tensor,
+        v_Q: Tensor,
+        mask: Tensor | None = None,
+        keys: Tensor | None = None,
+        positions: Tensor | None = None,
+    ) -> tuple[list[Tensor], list[Tensor]]:
+        """Every hop's glimpse ``v_filt_t`` and map ``alpha_t``, in order (shaped as ``output`` and
+        ``weights[..., t, :]``)."""
         check_module_dtype(self, V=V, v_Q=v_Q)
         sizes = check_shape("V", V, ("B", "N", self.dim))
         if v_Q.dim() not in (2, 3):
@@ -73,12 +124,42 @@ class StackedAttention(nn.Module):
                 f"got {tuple(v_Q.shape)}"
             )
         check_shape("v_Q", v_Q, ("B", self.dim) if v_Q.dim() == 2 else ("B", None, self.dim), sizes)
-        query, maps = v_Q, []
-        for hop in self.hops:
-            v_filt, weights = hop(V, query, mask, keys)
+        if self.relations is not None:
+            positions = self._positions(V, positions)
+        query, glimpses, maps = v_Q, [], []
+        for t, hop in enumerate(self.hops):
+            bias = None if t == 0 or self.relations is None else self.relation_bias(t, query, maps[-1], positions)
+            v_filt, weights = hop(V, query, mask, keys, bias=bias)
             query = v_filt + query  # phi, the next hop's query
+            glimpses.append(v_filt)
             maps.append(weights)
-        return StackedOutput(query, torch.stack(maps, dim=-2))
+        return glimpses, maps
+
+    def relation_bias(self, t: int, query: Tensor, previous: Tensor, positions: Tensor) -> Tensor:
+        """Hop ``t``'s (from 0; ``t >= 1``) added scores: its distance term and its penalty on hop ``t - 1``'s cells.
+
+        Shape:
+            - query: ``(..., d)``, hop ``t``'s query ``u_t``; previous: ``(..., N)``, hop ``t - 1``'s map
+            - positions: ``(N, 2)``; output: ``(..., N)``
+        """
+        toward, avoid = self.relations[t - 1](query).unbind(-1)
+        centre = previous @ positions  # (..., 2): where hop t - 1 looked
+        distance2 = ((positions - centre.unsqueeze(-2)) ** 2).sum(-1)  # (..., N)
+        seen = previous / previous.amax(-1, keepdim=True).clamp_min(torch.finfo(previous.dtype).tiny)
+        return -toward.unsqueeze(-1) * distance2 - F.softplus(avoid).unsqueeze(-1) * seen
+
+    @staticmethod
+    def _positions(V: Tensor, positions: Tensor | None) -> Tensor:
+        cells = V.shape[-2]
+        if positions is None:
+            side = round(cells**0.5)
+            if side * side != cells:
+                raise FovealError(
+                    f"relate needs the cells' positions: {cells} cells are not a square grid; pass positions"
+                )
+            return grid_coords(side, side, dtype=V.dtype, device=V.device).flatten(1).T
+        check_shape("positions", positions, (cells, 2))
+        return positions.to(V.dtype)
 
     def example_inputs(self, batch: int = 2, generator: torch.Generator | None = None) -> tuple[Tensor, ...]:
         """Small random inputs for :meth:`forward` (used by the conformance tests)."""

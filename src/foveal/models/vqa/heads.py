@@ -104,8 +104,8 @@ class VQAHead(nn.Module):
 
 
 class HeadFactory(Protocol):
-    """``factory(dim, *, k_dim, hops, heads, layer_dims, readout, gate, temperature, normalize) -> VQAHead``; a
-    factory takes what it needs and ignores the rest (``**_``)."""
+    """``factory(dim, *, k_dim, hops, heads, layer_dims, readout, gate, temperature, normalize, relate) -> VQAHead``;
+    a factory takes what it needs and ignores the rest (``**_``)."""
 
     def __call__(
         self,
@@ -119,6 +119,7 @@ class HeadFactory(Protocol):
         gate: bool,
         temperature: float,
         normalize: str,
+        relate: bool,
     ) -> VQAHead: ...
 
 
@@ -211,16 +212,13 @@ class StackedHead(VQAHead):
                     raise ValueError(f"temperature applies to the additive score, not {hop.score!r}")
                 hop.w_a = _DividedLinear(hop.w_a, temperature)
 
+    @property
+    def relate(self) -> bool:
+        return self.attention.relate
+
     def forward(self, V: Tensor, v_Q: Tensor, inputs: HeadInputs = NO_INPUTS) -> HeadOutput:
-        if self.readout == "sum" and self.gate is None:
-            phi, weights = self.attention(V, v_Q, keys=inputs.keys)
-            return HeadOutput(phi, weights)
-        query, maps = v_Q, []
-        for hop in self.attention.hops:
-            v_filt, alpha = hop(V, query, keys=inputs.keys)
-            query = v_filt + query
-            maps.append(alpha)
-        glimpse = v_filt if self.readout == "last" else query - v_Q
+        glimpses, maps = self.attention.trace(V, v_Q, keys=inputs.keys)
+        glimpse = glimpses[-1] if self.readout == "last" else sum(glimpses)
         if self.gate is not None:
             glimpse = 2 * torch.sigmoid(self.gate(v_Q)) * glimpse
         return HeadOutput(glimpse + v_Q, torch.stack(maps, dim=-2))
@@ -256,19 +254,30 @@ def _stacked_head(
     gate: bool = False,
     temperature: float = 1.0,
     normalize: str = "softmax",
+    relate: bool = False,
     **_: object,
 ) -> VQAHead:
-    return StackedHead(StackedAttention(dim, k_dim=k_dim, hops=hops, normalize=normalize), readout, gate, temperature)
+    attention = StackedAttention(dim, k_dim=k_dim, hops=hops, normalize=normalize, relate=relate)
+    return StackedHead(attention, readout, gate, temperature)
 
 
 @VQA_HEADS.register("stacked-dot")
 def _stacked_dot_head(
-    dim: int, *, k_dim: int, hops: int, readout: str = "sum", gate: bool = False, **_: object
+    dim: int,
+    *,
+    k_dim: int,
+    hops: int,
+    readout: str = "sum",
+    gate: bool = False,
+    normalize: str = "softmax",
+    relate: bool = False,
+    **_: object,
 ) -> VQAHead:
     # Seed 002's parameter-free score in every hop. The additive (tanh) score is nearly linear at
     # initialisation, so the question barely changes which region wins and the hops learn to look
     # for a named colour very slowly; the product v_i * v_Q compares them from the first step.
-    return StackedHead(StackedAttention(dim, k_dim=k_dim, hops=hops, score="dot"), readout, gate)
+    attention = StackedAttention(dim, k_dim=k_dim, hops=hops, score="dot", normalize=normalize, relate=relate)
+    return StackedHead(attention, readout, gate)
 
 
 # --- The seed 002 family: channels, CNN layers, question words, context, fusion --------------------

@@ -39,6 +39,10 @@ class VQASpec:
     # stacked: how each hop's scores become its map: "softmax" (seed 002) or "sparsemax" (their projection onto the
     # simplex, exactly 0 off the cells that score near the best: no haze over the background)
     normalize: Literal["softmax", "sparsemax"] = "softmax"
+    # stacked(-dot): every hop after the first also scores cells by their distance from where the hop before it
+    # looked (toward or away, as its query says) and avoids the cells it looked at: "the object closest to the red
+    # one" is then a hop that finds red and a hop that moves from it (foveal's addition; see StackedAttention)
+    relate: bool = False
     dim: int = 64  # d, the size of the region vectors, of v_Q and of phi
     k_dim: int = 64  # joint-embedding size of the attention scores
     channels: tuple[int, ...] = (16, 32, 32, 32)  # output channels of each CNN block (see GridEncoder)
@@ -172,6 +176,7 @@ class VQA(nn.Module):
             gate=spec.gate,
             temperature=spec.temperature,
             normalize=spec.normalize,
+            relate=spec.relate,
         )
         if not isinstance(self.head, VQAHead):
             raise TypeError(f"the {spec.head!r} head must be a VQAHead, got {type(self.head).__name__}")
@@ -191,6 +196,7 @@ class VQA(nn.Module):
                     "softmax",
                     spec.normalize != "softmax" and getattr(self.head, "normalize", "softmax") != spec.normalize,
                 ),
+                ("relate", "false", spec.relate and not getattr(self.head, "relate", False)),
             )
             if bad
         ]
