@@ -171,6 +171,20 @@ def test_pixels_stem_sees_what_a_cell_holds_not_where_in_it(stem: str, coords: b
         assert_close(encoder(image), F.avg_pool2d(encoder.net[:-1](image), 4))
 
 
+@pytest.mark.parametrize("stem", ["patch", "pixels"])
+def test_cell_stems_leave_the_pixels_past_the_last_whole_cell(stem: str) -> None:
+    # 75 px in 9 cells: cells of 8 px cover the top-left 72 px, as the conv stem's pooling does
+    encoder = GridEncoder((4,), image_size=75, grid=9, stem=stem, coords=False).eval()
+    image = torch.randn(1, 3, 75, 75)
+    assert encoder(image).shape == (1, 4, 9, 9) and encoder.cell_size == 8
+    changed = image.clone()
+    changed[..., 72:, :] += 1.0
+    changed[..., :, 72:] += 1.0
+    assert_close(encoder(changed), encoder(image))
+    with pytest.raises(ValueError, match=f"a {stem} stem cannot cut 75 px into 40 cells"):
+        GridEncoder((4,), image_size=75, grid=40, stem=stem)
+
+
 def test_pixels_keys_have_no_pixel_coordinates() -> None:
     # a pixel's (x, y) would let the 1x1 blocks tell where in its cell a colour is
     model = VQA(VOCAB, ANSWERS, head="stacked", **SMALL, keys="pixels", key_channels=(4, 6))

@@ -21,7 +21,9 @@ class GridEncoder(nn.Module):
         channels: output channels of each block.
         image_size: input height and width.
         grid: height and width of the output map (``image_size / grid`` must be a power of 2 reached
-            within ``len(channels)`` pools).
+            within ``len(channels)`` pools; for ``"patch"`` and ``"pixels"``, cells of ``image_size // grid``
+            pixels must make ``grid`` cells, the last ``image_size mod grid`` rows and columns left over as
+            pooling leaves them).
         coords: append the pixel ``(x, y)`` coordinates to the input (CoordConv).
         stem: ``"conv"`` (3x3 blocks and pooling, receptive fields wider than a cell) or ``"patch"``:
             one ``cell x cell`` convolution with stride ``cell`` (a patch embedding), then 1x1 blocks,
@@ -53,9 +55,13 @@ class GridEncoder(nn.Module):
         layers: list[nn.Module] = [AddCoords()] if coords else []
         size, c_in = image_size, 3 + 2 * coords
         if stem in ("patch", "pixels"):
-            if image_size % grid:
-                raise ValueError(f"a {stem} stem needs image_size ({image_size}) divisible by grid ({grid})")
             cell = image_size // grid
+            # like the pooling of the conv stem, the cells cover the top-left grid * cell pixels
+            if cell < 1 or image_size // cell != grid:
+                raise ValueError(
+                    f"a {stem} stem cannot cut {image_size} px into {grid} cells of whole pixels: "
+                    f"{image_size} // {grid} = {cell} px cells make {image_size // max(cell, 1)}"
+                )
             for i, c_out in enumerate(channels):
                 kernel = cell if i == 0 and stem == "patch" else 1
                 layers += [nn.Conv2d(c_in, c_out, kernel, kernel, bias=False), nn.BatchNorm2d(c_out), nn.ReLU()]
