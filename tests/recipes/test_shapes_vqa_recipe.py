@@ -84,6 +84,22 @@ def test_two_hop_questions_report_hop_mass_and_draw_their_figure(tmp_path, hops:
     masses = [f"mass_hop{k}_{r}" for k in range(1, hops + 1) for r in roles] + [f"mass_uniform_{r}" for r in roles]
     assert set(masses) <= set(result) and all(0 <= result[k] <= 1 for k in masses)
     assert not any(k.startswith("mass_hop3") for k in result)
+    # the same over the one-hop questions, whose first object is the X object itself
+    one_hop = [f"mass_one_hop_hop{k}_{r}" for k in range(1, hops + 1) for r in roles]
+    assert set(one_hop) <= set(result)
+    assert result[f"mass_one_hop_hop{hops}_named"] == result[f"mass_one_hop_hop{hops}_first"]
+    # written out: each family's mean over its questions of the map's mass on the object's cells
+    from foveal.recipes.shapes_vqa import collate_by_image, object_cells, predict
+
+    data = task.eval_set.questions
+    batch = collate_by_image([task.eval_set[i] for i in range(len(task.eval_set))])
+    with torch.no_grad():
+        maps = predict(task.model, batch)[0].attention  # (Q, hops, N), in picture order
+    ids = torch.cat([task.eval_set.question_ids(i) for i in range(len(task.eval_set))])
+    on = (maps[:, hops - 1, None] * object_cells(task.model, data, ids)).sum(-1)  # (Q, 3)
+    for family, prefix in ((0, "mass_one_hop_"), (1, "mass_")):
+        mine = batch.family == family
+        assert result[f"{prefix}hop{hops}_second"] == pytest.approx(on[mine, 2].mean().item(), abs=1e-6)
     (path,) = task.show(task.model, task.eval_set, tmp_path / "figures")
     assert path.name == "shapes-two-hop.png" and path.stat().st_size > 5000
 

@@ -15,8 +15,9 @@ attention and the chosen box of a pointing question.
 templates, vocabulary and answers; see :mod:`foveal.data.shapes`): ``eval`` then also reports where
 each hop looks, ``mass_hopK_{named,first,second}``, the mass of hop ``K``'s map on the cells that the
 X object's, the first object's and the answer object's boxes touch, over the two-hop questions, and
-``mass_uniform_{named,first,second}``, the same for a uniform map. ``show`` writes
-``shapes-two-hop.png``: per two-hop question every hop's map with the three objects outlined.
+``mass_uniform_{named,first,second}``, the same for a uniform map; ``mass_one_hop_*``, the same over
+the one-hop questions. ``show`` writes ``shapes-two-hop.png``: per template a question with every
+hop's map and the three objects outlined.
 """
 
 from __future__ import annotations
@@ -224,13 +225,15 @@ def evaluate(model: nn.Module, dataset: ShapesByImage, batch_size: int = 50) -> 
     """Accuracy overall, per family (``acc_non_relational``, ``acc_relational``, ``acc_pointing``; on the
     two-hop set ``acc_one_hop``, ``acc_two_hop``) and per template (``acc_template_NAME``); ``params``, the
     number of trainable parameters. On the two-hop set also ``mass_hopK_ROLE`` and ``mass_uniform_ROLE``
-    (see the module docstring), averaged over the two-hop questions."""
+    (see the module docstring), averaged over the two-hop questions, and ``mass_one_hop_hopK_ROLE`` and
+    ``mass_one_hop_uniform_ROLE``, the same over the one-hop questions (their first object is X)."""
     device = next(model.parameters()).device
     data = dataset.questions
     templates = data.templates
     two_hop = data.question_set.name == "two-hop"
     correct, count = torch.zeros(len(templates)), torch.zeros(len(templates))
-    mass, uniform, counted = None, torch.zeros(len(OBJECT_ROLES)), 0
+    families = len(data.families)
+    mass, uniform, counted = None, torch.zeros(families, len(OBJECT_ROLES)), torch.zeros(families)
     for b, batch in enumerate(DataLoader(dataset, batch_size=batch_size, collate_fn=collate_by_image)):
         batch = ShapesImageBatch(*(part.to(device) for part in batch))
         out, _, prediction = predict(model, batch)
@@ -241,13 +244,14 @@ def evaluate(model: nn.Module, dataset: ShapesByImage, batch_size: int = 50) -> 
             # the loader keeps picture order, so the batch's questions are its pictures' questions in turn
             pictures = range(b * batch_size, min((b + 1) * batch_size, len(dataset)))
             ids = torch.cat([dataset.question_ids(i) for i in pictures])
-            keep = batch.family.cpu() == data.families.index("two-hop")
-            cells = object_cells(model, data, ids[keep])  # (q, 3, N)
-            maps = out.attention[keep.to(device)].float().cpu()  # (q, hops, N)
-            on = torch.einsum("qkn,qrn->kr", maps, cells)  # summed over questions: (hops, 3)
-            mass = on if mass is None else mass + on
-            uniform += cells.mean(-1).sum(0)
-            counted += int(keep.sum())
+            family = batch.family.cpu()
+            cells = object_cells(model, data, ids)  # (q, 3, N)
+            maps = out.attention.float().cpu()  # (q, hops, N)
+            on = torch.einsum("qkn,qrn->qkr", maps, cells)  # (q, hops, 3)
+            summed = torch.zeros(families, *on.shape[1:]).index_add_(0, family, on)
+            mass = summed if mass is None else mass + summed
+            uniform.index_add_(0, family, cells.mean(-1))
+            counted += torch.bincount(family, minlength=families).float()
     metrics = {"acc": (correct.sum() / count.sum()).item()}
     family_of = torch.from_numpy(data.question_set.template_family)
     for f, name in enumerate(data.families):
@@ -256,10 +260,19 @@ def evaluate(model: nn.Module, dataset: ShapesByImage, batch_size: int = 50) -> 
                 correct[family_of == f].sum() / count[family_of == f].sum()
             ).item()
     metrics |= {f"acc_template_{t.name}": (correct[i] / count[i]).item() for i, t in enumerate(templates) if count[i]}
-    if mass is not None and counted:
-        for k in range(mass.shape[0]):
-            metrics |= {f"mass_hop{k + 1}_{role}": (mass[k, r] / counted).item() for r, role in enumerate(OBJECT_ROLES)}
-        metrics |= {f"mass_uniform_{role}": (uniform[r] / counted).item() for r, role in enumerate(OBJECT_ROLES)}
+    if mass is not None:
+        for f, name in enumerate(data.families):
+            if not counted[f]:
+                continue
+            prefix = "mass_" if name == "two-hop" else f"mass_{name.replace('-', '_')}_"
+            for k in range(mass.shape[1]):
+                metrics |= {
+                    f"{prefix}hop{k + 1}_{role}": (mass[f, k, r] / counted[f]).item()
+                    for r, role in enumerate(OBJECT_ROLES)
+                }
+            metrics |= {
+                f"{prefix}uniform_{role}": (uniform[f, r] / counted[f]).item() for r, role in enumerate(OBJECT_ROLES)
+            }
     metrics["params"] = float(sum(p.numel() for p in model.parameters() if p.requires_grad))
     return metrics
 
@@ -273,8 +286,6 @@ def show(model: VQA, dataset: ShapesByImage, figures_dir: Path, per_template: in
     two_hop = data.question_set.name == "two-hop"
     picks: list[int] = []
     for t in range(len(data.templates)):  # the first questions of each template in the evaluated pictures
-        if two_hop and data.templates[t].family != data.families.index("two-hop"):
-            continue
         of_template = torch.nonzero(data.template_ids == t).flatten()
         of_template = of_template[data.image_index[of_template] < len(dataset)]
         if two_hop:  # a picture per question: one picture's maps would repeat down the figure
