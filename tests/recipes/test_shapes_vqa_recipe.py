@@ -120,3 +120,14 @@ def test_an_unknown_question_set_is_refused(tmp_path) -> None:
     recipe, config = ci_config(tmp_path, questions="three-hop")
     with pytest.raises(ValueError, match="questions must be one of single, two-hop"):
         recipe.build(config)
+
+
+def test_the_two_hop_preset_relates_its_hops(tmp_path) -> None:
+    load_all()
+    recipe = RECIPES.get("shapes-vqa")
+    small = {"n_images": 4, "test_images": 2, "eval_images": 2, "model.channels": (4, 8, 8), "model.dim": 16}
+    config = resolve_config(recipe, "two-hop", sets={"cache_dir": str(tmp_path), **small})
+    assert config.questions == "two-hop" and config.model.hops == 2
+    model = recipe.build(config).model
+    assert model.head.relate and model.key_encoder is not None and model.grid == 9
+    assert model.key_encoder.cell_size * model.grid == model.covered == 72  # keys and regions cover the same pixels

@@ -434,6 +434,25 @@ RECIPES.register("shapes-vqa")(
             },
             # 12,000 steps (about 38 epochs, 24 min of one thread): relational 88.0% after 6,000, 95.1% here.
             "full": {"loop.steps": 12000, "loop.eval_every": 2000},
+            # The two-hop questions with stacked hops that relate: hop 1 finds the named object by what its
+            # cells hold (pixel keys, sharp maps), hop 2 moves from it; only the last glimpse reaches the answer.
+            "two-hop": {
+                "questions": "two-hop",
+                "n_images": 2000,
+                "eval_images": 200,
+                "loop.steps": 3000,
+                "loop.batch_size": 16,
+                "loop.warmup_steps": 30,
+                "loop.eval_every": 1000,
+                "loop.ckpt_every": 500,
+                "model.head": "stacked",
+                "model.hops": 2,
+                "model.relate": True,
+                "model.keys": "pixels",
+                "model.temperature": 0.35,
+                "model.readout": "last",
+                "model.gate": True,
+            },
             "ci": {
                 "n_images": 8,
                 "questions_per_image": 20,
