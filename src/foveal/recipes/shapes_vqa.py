@@ -442,6 +442,9 @@ RECIPES.register("shapes-vqa")(
                 "eval_images": 200,
                 "loop.steps": 3000,
                 "loop.batch_size": 16,
+                # at 0.002 the maps of one question type could settle before the hops had learned to find the
+                # named object for it, leaving that type at chance (docs/studies/vqa-shapes-hops.md)
+                "loop.lr": 1e-3,
                 "loop.warmup_steps": 30,
                 "loop.eval_every": 1000,
                 "loop.ckpt_every": 500,
