@@ -35,6 +35,27 @@ def test_a_sweep_writes_a_row_per_run_and_skips_what_it_has(tmp_path, monkeypatc
     assert [line.split(" | ")[:3] for line in two[2:]] == [line.split(" | ")[:3] for line in table.splitlines()[2:]]
 
 
+def test_a_sweep_skips_a_row_another_sweep_wrote_while_it_ran(tmp_path, monkeypatch):
+    import foveal.runs
+
+    monkeypatch.chdir(tmp_path)
+    real, trained = foveal.runs.start_run, []
+    other = {"recipe": "toy", "preset": None, "sets": TINY, "seed": 1, "metrics": {"acc": 0.5}}
+
+    def start_run(*args, seed, **kwargs):
+        trained.append(seed)
+        result = real(*args, seed=seed, **kwargs)
+        (tmp_path / "results").mkdir(exist_ok=True)
+        with open(tmp_path / "results" / "toy-two.jsonl", "a") as f:  # a second sweep finishes seed 1 meanwhile
+            f.write(json.dumps(other) + "\n")
+        return result
+
+    monkeypatch.setattr(foveal.runs, "start_run", start_run)
+    path = run_sweep("toy-two", "toy", None, {}, [0, 1], sets=TINY)
+    assert trained == [0]
+    assert sorted(r["seed"] for r in read_results(path)) == [0, 1]
+
+
 def test_runs_with_other_fixed_settings_get_their_own_directories(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     run_sweep("toy-sets", "toy", None, {}, [0], sets=TINY)

@@ -80,18 +80,18 @@ def run_sweep(
     """Train every cell of ``grid`` (on top of ``sets``) for every seed; append a row per run.
 
     Returns the results file. Rows already in it (same recipe, preset, settings and seed) are kept
-    and not trained again.
+    and not trained again, including rows another sweep into the same file wrote since this one began.
     """
     from foveal.runs import commit_id, holds_this_run, start_run
     from foveal.train import RunDir
 
     path = Path(results_dir) / f"{name}.jsonl"
-    done = {_row_key(row) for row in read_results(path)}
     for cell in cells(grid) or [{}]:
         settings = {**(sets or {}), **cell}
         for seed in seeds:
             row = {"recipe": recipe, "preset": preset, "sets": settings, "seed": seed}
-            if _row_key(row) in done:
+            # read afresh before every run: a second sweep into the same file may have written this row
+            if _row_key(row) in {_row_key(done) for done in read_results(path)}:
                 continue
             # every setting, fixed or gridded, names the run: two sweeps into one file never share a run
             tag = "-".join(f"{k.split('.')[-1]}={v}" for k, v in settings.items()) or "default"
