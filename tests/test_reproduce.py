@@ -3,7 +3,7 @@
 Each cell is a recipe, preset, settings and seed that a ``foveal sweep`` wrote to ``results/NAME.jsonl``
 with several seeds. The new run, one thread, must land inside the range those seeds span, widened by a
 stated margin: training on another CPU can round differently and drift from the stored run, but it
-must not leave what the seeds showed. Each takes 1-3 minutes of one core.
+must not leave what the seeds showed. Each takes 1-7 minutes of one core.
 """
 
 from pathlib import Path
@@ -28,6 +28,14 @@ class Cell(NamedTuple):
 CELLS = {
     # the VQA model as easy-vqa's quick preset trains it: test accuracy, and the last map's mass on the object
     "vqa": Cell("easy-vqa-quick", "easy-vqa", "quick", {}, {"acc": 0.01, "mask_mass": 0.05}),
+    # two hops that relate on the two-hop shapes questions: one-relation accuracy, hop 1 on X, hop 2 on the answer
+    "two-hop": Cell(
+        "two-hop-relate",
+        "shapes-vqa",
+        "two-hop",
+        {"model.hops": "2"},
+        {"acc_one_hop": 0.02, "mass_one_hop_hop1_named": 0.05, "mass_one_hop_hop2_second": 0.05},
+    ),
     # the NTM: the copy task's full preset, compiled (lengths 1-20, wrong bits per sequence)
     "ntm": Cell("ntm-copy-compiled", "ntm-copy", "full", {"loop.lr": "0.001"}, {"bits": 0.05}),
     # the spatial transformer network on MNIST, quick preset (test error, %)
