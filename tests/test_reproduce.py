@@ -75,7 +75,10 @@ def test_every_cell_has_at_least_three_seeds_on_file(family):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("family", list(CELLS))
+# the two-hop cell takes about 9 minutes of one core: past the suite's 900 s timeout on a slower machine
+@pytest.mark.parametrize(
+    "family", [pytest.param(f, marks=pytest.mark.timeout(1800)) if f == "two-hop" else f for f in CELLS]
+)
 def test_a_small_cell_of_each_family_reproduces(family, tmp_path):
     cell = CELLS[family]
     rows = stored_rows(cell)
