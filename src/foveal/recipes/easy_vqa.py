@@ -32,6 +32,7 @@ from foveal.data.easy_vqa import (
 )
 from foveal.models.vqa import VQA, VQASpec
 from foveal.recipes.base import LoopConfig, Recipe, RunConfig, Task
+from foveal.train import Anneal, Callback
 from foveal.registry import RECIPES
 from foveal.viz.heatmap import attention_figure, mass_in_mask
 
@@ -52,6 +53,11 @@ class EasyVQAConfig(RunConfig):
             k_dim=16, hops=1, readout="last", keys="pixels", gate=True, temperature=0.35, normalize="sparsemax"
         )
     )
+    # The stacked head's score temperature starts at temperature_from and falls geometrically to model.temperature over
+    # the first temperature_warmup of the steps (0 = model.temperature throughout). A soft start keeps every cell in
+    # the map while the values learn what the cells hold; a sharp map from step 1 settled off the object on some seeds.
+    temperature_from: float = 30.0
+    temperature_warmup: float = 0.3
     cache_dir: str = ""  # "" = $FOVEAL_CACHE or ~/.cache/foveal
     train_limit: int = 0  # keep the first N training questions (0 = all)
     eval_limit: int = 0  # evaluate on the first N test questions (0 = all)
@@ -168,9 +174,25 @@ def build(config: EasyVQAConfig) -> Task:
     eval_set = EasyVQA("test", data=data, limit=config.eval_limit or None)
     model = build_model(config, len(data.vocab), len(data.answers))
     draw = partial(show, count=config.show_count)
+    callbacks = temperature_schedule(config, model)
     if config.by_image:
-        return Task(model, EasyVQAByImage(train_set), loss, eval_set, evaluate, collate_by_image, draw)
-    return Task(model, train_set, loss, eval_set, evaluate, show=draw)
+        return Task(model, EasyVQAByImage(train_set), loss, eval_set, evaluate, collate_by_image, draw, callbacks)
+    return Task(model, train_set, loss, eval_set, evaluate, show=draw, callbacks=callbacks)
+
+
+def temperature_schedule(config: EasyVQAConfig, model: VQA) -> list[Callback]:
+    """The warm start of the stacked head's score temperature, or nothing for a head without one."""
+    if not 0.0 <= config.temperature_warmup <= 1.0:
+        raise ValueError(f"temperature_warmup is a fraction of the steps, from 0 to 1; got {config.temperature_warmup}")
+    if config.temperature_warmup == 0 or config.model.head != "stacked":
+        return []
+    head = model.head
+
+    def apply(temperature: float) -> None:
+        head.temperature = temperature
+
+    steps = max(1, round(config.temperature_warmup * config.loop.steps))
+    return [Anneal(apply, start=config.temperature_from, end=config.model.temperature, steps=steps, name="temperature")]
 
 
 RECIPES.register("easy-vqa")(

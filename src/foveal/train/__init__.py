@@ -3,7 +3,7 @@
 This package is the bottom of the upper half: it imports no model, dataset or recipe.
 """
 
-from foveal.train.callbacks import Curriculum
+from foveal.train.callbacks import Anneal, Curriculum
 from foveal.train.checkpoint import load, save_atomic
 from foveal.train.loop import Interrupted, Trainer, evaluate, seed_everything, to_device, train
 from foveal.train.metrics import read_metrics
@@ -14,6 +14,7 @@ from foveal.train.task import Callback, LoopConfig, RunConfig, Task
 
 __all__ = [
     "Callback",
+    "Anneal",
     "Curriculum",
     "Interrupted",
     "LoopConfig",

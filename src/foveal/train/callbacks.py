@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -74,3 +75,42 @@ class Curriculum(Callback):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.level, self.mastered = int(state["level"]), bool(state["mastered"])
         self._error = state["error"].clone().float()
+
+
+class Anneal(Callback):
+    """A setting that moves geometrically from ``start`` to ``end`` over the first ``steps`` optimiser
+    steps and then stays at ``end``: after ``s`` steps it is ``start * (end / start) ** min(1, s / steps)``.
+
+    ``apply`` puts the value wherever it lives (a model's score temperature). It is called before
+    every step with the value so far, and after it, so a finished run leaves ``end`` in place. The
+    value is a function of the step alone, so a resumed run goes on from where it was; building a
+    model to evaluate it calls nothing and leaves the model's own value. Each step's value is logged
+    as the metric ``name``.
+
+    Example:
+        >>> seen = []
+        >>> a = Anneal(seen.append, start=16.0, end=1.0, steps=4, name="temperature")
+        >>> for step in (1, 2, 3, 4, 5): a.on_step_begin(step)
+        >>> seen
+        [16.0, 8.0, 4.0, 2.0, 1.0]
+    """
+
+    def __init__(
+        self, apply: Callable[[float], None], *, start: float, end: float, steps: int, name: str = "annealed"
+    ) -> None:
+        if not (start > 0 and end > 0):
+            raise ValueError(f"a geometric schedule needs start and end > 0, got {start!r} and {end!r}")
+        if steps < 1:
+            raise ValueError(f"a schedule needs at least one step, got {steps}")
+        self.apply, self.start, self.end, self.steps, self.name = apply, start, end, steps, name
+
+    def value(self, done: int) -> float:
+        """The value after ``done`` steps."""
+        return self.start * (self.end / self.start) ** min(1.0, done / self.steps)
+
+    def on_step_begin(self, step: int) -> None:
+        self.apply(self.value(step - 1))
+
+    def on_step_end(self, step: int, metrics: dict[str, float]) -> None:
+        metrics[self.name] = self.value(step - 1)
+        self.apply(self.value(step))

@@ -143,7 +143,7 @@ class Trainer:
         )
 
     def step(self, batch: Any) -> dict[str, float]:
-        """One optimiser step on ``batch``: loss, backward, clip, step, callbacks, schedule.
+        """One optimiser step on ``batch``: callbacks, loss, backward, clip, step, callbacks, schedule.
 
         A non-finite loss or gradient never reaches the weights: with ``loop.nonfinite="stop"`` it
         raises :class:`NonFiniteError` naming the step; with ``"skip"`` the step is skipped and
@@ -152,6 +152,8 @@ class Trainer:
         Returns the step's metrics (``loss`` and what the task's loss and callbacks report).
         """
         batch = to_device(batch, self.device)
+        for callback in self.task.callbacks:
+            callback.on_step_begin(self.step_count + 1)
         compiled = compile_count() if self.config.loop.compile else 0
         start = time.perf_counter()
         loss, metrics = self.task.loss(self.net, batch)

@@ -75,7 +75,7 @@ class RunConfig:
 class Callback:
     """Extra behaviour plugged into the loop; every hook is optional.
 
-    The loop calls :meth:`on_step_end` after each optimiser step (before the learning rate of the
+    The loop calls :meth:`on_step_begin` before and :meth:`on_step_end` after each optimiser step (before the learning rate of the
     next step is set), multiplies the scheduled rate by :meth:`lr_scale`, adds
     :meth:`eval_metrics` to each evaluation, and saves :meth:`state_dict` in the checkpoint so a
     resumed run continues exactly. A callback's state must be tensors and plain values.
@@ -89,6 +89,9 @@ class Callback:
         >>> c = CountSteps(); c.on_step_end(1, {}); c.state_dict()
         {'steps': 1}
     """
+
+    def on_step_begin(self, step: int) -> None:
+        """Before optimiser step ``step`` (1-based; after a resume, the first step run)."""
 
     def on_step_end(self, step: int, metrics: dict[str, float]) -> None:
         """After optimiser step ``step`` (1-based); ``metrics`` are the step's, and may be added to."""

@@ -201,16 +201,32 @@ class StackedHead(VQAHead):
         super().__init__()
         if readout not in READOUTS:
             raise ValueError(f"readout must be one of {', '.join(READOUTS)}, got {readout!r}")
-        if not temperature > 0:
-            raise ValueError(f"temperature must be > 0, got {temperature!r}")
-        self.attention, self.readout, self.temperature = attention, readout, temperature
+        self.attention, self.readout = attention, readout
         self.normalize = attention.normalize
         self.gate = nn.Linear(attention.dim, attention.dim) if gate else None
-        if temperature != 1.0:
-            for hop in attention.hops:
+        for hop in attention.hops:
+            if hop.score == "additive":  # wrapped at 1 too, so a schedule can change it during training
+                hop.w_a = _DividedLinear(hop.w_a, 1.0)
+        self._temperature = 1.0
+        self.temperature = temperature
+
+    @property
+    def temperature(self) -> float:
+        """What every hop's additive score is divided by; setting it (a schedule in training) changes every hop."""
+        return self._temperature
+
+    @temperature.setter
+    def temperature(self, value: float) -> None:
+        if not value > 0:
+            raise ValueError(f"temperature must be > 0, got {value!r}")
+        if value != 1.0:
+            for hop in self.attention.hops:
                 if hop.score != "additive":
                     raise ValueError(f"temperature applies to the additive score, not {hop.score!r}")
-                hop.w_a = _DividedLinear(hop.w_a, temperature)
+        for hop in self.attention.hops:
+            if isinstance(getattr(hop, "w_a", None), _DividedLinear):
+                hop.w_a.temperature = value
+        self._temperature = value
 
     @property
     def relate(self) -> bool:
