@@ -32,8 +32,8 @@ from foveal.data.easy_vqa import (
 )
 from foveal.models.vqa import VQA, VQASpec
 from foveal.recipes.base import LoopConfig, Recipe, RunConfig, Task
-from foveal.train import Anneal, Callback
 from foveal.registry import RECIPES
+from foveal.train import Anneal, Callback
 from foveal.viz.heatmap import attention_figure, mass_in_mask
 
 TYPE_KEYS = ("yesno", "shape", "colour")  # metric-name forms of ANSWER_TYPES

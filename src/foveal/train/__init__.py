@@ -13,8 +13,8 @@ from foveal.train.sampler import StepBatchSampler
 from foveal.train.task import Callback, LoopConfig, RunConfig, Task
 
 __all__ = [
-    "Callback",
     "Anneal",
+    "Callback",
     "Curriculum",
     "Interrupted",
     "LoopConfig",

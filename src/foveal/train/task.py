@@ -75,8 +75,8 @@ class RunConfig:
 class Callback:
     """Extra behaviour plugged into the loop; every hook is optional.
 
-    The loop calls :meth:`on_step_begin` before and :meth:`on_step_end` after each optimiser step (before the learning rate of the
-    next step is set), multiplies the scheduled rate by :meth:`lr_scale`, adds
+    The loop calls :meth:`on_step_begin` before each optimiser step and :meth:`on_step_end` after it
+    (before the learning rate of the next step is set), multiplies the scheduled rate by :meth:`lr_scale`, adds
     :meth:`eval_metrics` to each evaluation, and saves :meth:`state_dict` in the checkpoint so a
     resumed run continues exactly. A callback's state must be tensors and plain values.
 
