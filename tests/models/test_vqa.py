@@ -285,6 +285,26 @@ def test_temperature_divides_every_hops_additive_score() -> None:
     assert (cold(*x).attention.amax(-1) > warm(*x).attention.amax(-1)).all()
 
 
+def test_setting_the_temperature_matches_building_with_it() -> None:
+    torch.manual_seed(0)
+    built = VQA(VOCAB, ANSWERS, head="stacked", hops=2, temperature=0.25, **SMALL).eval()
+    scheduled = VQA(VOCAB, ANSWERS, head="stacked", hops=2, **SMALL).eval()
+    assert scheduled.state_dict().keys() == built.state_dict().keys()
+    scheduled.load_state_dict(built.state_dict())
+    x = inputs()
+    scheduled.head.temperature = 0.25
+    assert_close(scheduled(*x).attention, built(*x).attention)
+    assert all(hop.w_a.temperature == 0.25 for hop in scheduled.head.attention.hops)
+    scheduled.head.temperature = 30.0  # hot: every map close to uniform over the grid's cells
+    assert (scheduled(*x).attention.amax(-1) < 2.0 / scheduled.grid**2).all()
+    with pytest.raises(ValueError, match="must be > 0"):
+        scheduled.head.temperature = 0.0
+    dot = VQA(VOCAB, ANSWERS, head="stacked-dot", hops=2, **SMALL)
+    dot.head.temperature = 1.0  # the score has no temperature: only 1 is allowed
+    with pytest.raises(ValueError, match="additive score, not 'dot'"):
+        dot.head.temperature = 0.5
+
+
 def test_readout_gate_and_temperature_need_a_stacked_head() -> None:
     for head, option, message in [
         ("spatial", {"readout": "last"}, "the 'spatial' head does not take readout='last'; set model.readout=sum"),

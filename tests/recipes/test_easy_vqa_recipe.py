@@ -103,3 +103,26 @@ def test_a_yes_no_question_names_what_is_present_as_the_pictures_own_answers_say
         checked += 1
     assert checked > 100 and 0.1 < present.float().mean() < 0.9
     assert not present[test.answer_types != 0].any()
+
+
+def test_the_score_temperature_warms_up_from_hot_to_the_models() -> None:
+    from foveal.train import Trainer
+
+    load_all()
+    recipe = RECIPES.get("easy-vqa")
+    config = tiny_config(recipe, eval_limit=20)
+    config.model.temperature, config.temperature_from, config.temperature_warmup = 0.5, 8.0, 0.5
+    config.loop.steps, config.loop.batch_size = 4, 2
+    task = recipe.build(config)
+    assert task.model.head.temperature == 0.5  # building (as for evaluation) leaves the model's own
+    trainer = Trainer(task, config)
+    batch = task.collate([task.train_set[i] for i in range(2)])
+    seen = [trainer.step(batch)["temperature"] for _ in range(3)]
+    assert seen == pytest.approx([8.0, 2.0, 0.5])  # 8 * (0.5 / 8) ** (done / 2)
+    assert task.model.head.temperature == 0.5
+    for head, warmup in [("spatial", 0.3), ("stacked", 0.0)]:
+        assert recipe.build(tiny_config(recipe, head=head, temperature_warmup=warmup)).callbacks == []
+    with pytest.raises(ValueError, match="fraction of the steps"):
+        recipe.build(tiny_config(recipe, temperature_warmup=1.5))
+    with pytest.raises(ValueError, match="temperature_from divides the scores"):
+        recipe.build(tiny_config(recipe, temperature_from=0.0))

@@ -6,7 +6,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import TensorDataset
 
-from foveal.train import Callback, Curriculum, LoopConfig, RunConfig, Task, Trainer, load, train
+from foveal.train import Anneal, Callback, Curriculum, LoopConfig, RunConfig, Task, Trainer, load, train
 
 
 class Recorder(Callback):
@@ -90,3 +90,41 @@ def test_curriculum_rises_on_the_metric_and_needs_it():
 def test_curriculum_refuses_bad_arguments(bad):
     with pytest.raises(ValueError):
         Curriculum(**bad)
+
+
+def test_anneal_is_geometric_then_holds_and_is_seen_by_each_step():
+    applied: list[float] = []
+    anneal = Anneal(applied.append, start=27.0, end=1.0, steps=3, name="temperature")
+    assert applied == []  # building it changes nothing: a model loaded to evaluate keeps its own value
+    trainer = Trainer(task(anneal), config(10))
+    seen = []
+    for _ in range(5):
+        seen.append(trainer.step(trainer.task.train_set[:8])["temperature"])
+    # the value each step ran with: 27 * (1/27) ** (done / 3), done = steps before it
+    assert seen == pytest.approx([27.0, 9.0, 3.0, 1.0, 1.0])
+    assert applied[-1] == 1.0  # a finished warm-up leaves the end value in place
+    rising = Anneal(applied.append, start=0.5, end=2.0, steps=2)
+    assert [rising.value(done) for done in (0, 1, 2, 9)] == pytest.approx([0.5, 1.0, 2.0, 2.0])
+
+
+def test_anneal_resumes_at_the_value_of_its_step(tmp_path):
+    whole: list[float] = []
+    train(task(Anneal(whole.append, start=8.0, end=1.0, steps=4)), config(6), tmp_path / "whole")
+    train(task(Anneal(list().append, start=8.0, end=1.0, steps=4)), config(2), tmp_path / "part")
+    resumed: list[float] = []
+    train(task(Anneal(resumed.append, start=8.0, end=1.0, steps=4)), config(6), tmp_path / "part", resume=True)
+    # before and after each step: steps 3-6 of the resumed run see what the whole run's steps 3-6 saw
+    assert resumed == whole[4:]
+
+
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        ({"start": 0.0, "end": 1.0, "steps": 3}, "start and end > 0"),
+        ({"start": 2.0, "end": -1.0, "steps": 3}, "start and end > 0"),
+        ({"start": 2.0, "end": 1.0, "steps": 0}, "at least one step"),
+    ],
+)
+def test_anneal_refuses_bad_arguments(bad, message):
+    with pytest.raises(ValueError, match=message):
+        Anneal(print, **bad)

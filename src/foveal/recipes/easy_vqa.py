@@ -186,6 +186,8 @@ def temperature_schedule(config: EasyVQAConfig, model: VQA) -> list[Callback]:
         raise ValueError(f"temperature_warmup is a fraction of the steps, from 0 to 1; got {config.temperature_warmup}")
     if config.temperature_warmup == 0 or config.model.head != "stacked":
         return []
+    if not config.temperature_from > 0:
+        raise ValueError(f"temperature_from divides the scores, so it must be > 0; got {config.temperature_from}")
     head = model.head
 
     def apply(temperature: float) -> None:
