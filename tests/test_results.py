@@ -145,6 +145,18 @@ def test_an_interrupted_sweep_goes_on_from_the_run_s_checkpoint(tmp_path, monkey
     saved["config"]["seed"] = 1
     other.config.write_text(json.dumps(saved))
     assert holds_this_run(run_dir.path, "toy", None, sets, 0) and not holds_this_run(other.path, "toy", None, sets, 1)
+    # nor is a run from before a config key existed, though rebuilt it would read the key's default
+    older = RunDir(str(run_dir.path).replace("seed0", "seed2"))
+    older.path.mkdir(parents=True)
+    older.checkpoint.write_bytes(run_dir.checkpoint.read_bytes())
+    before = json.loads(run_dir.config.read_text())
+    before["config"]["seed"] = 2
+    written_then = json.loads(json.dumps(before))
+    del written_then["config"]["loop"]["compile"]
+    older.config.write_text(json.dumps(before))
+    assert holds_this_run(older.path, "toy", None, sets, 2)
+    older.config.write_text(json.dumps(written_then))
+    assert not holds_this_run(older.path, "toy", None, sets, 2)
     losses.clear()
     with pytest.raises(Interrupted):
         run_sweep("toy-stop", "toy", None, {}, [1], sets=sets)

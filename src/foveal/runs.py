@@ -82,12 +82,14 @@ def holds_this_run(
     try:
         saved_recipe, saved_preset, saved = load_run_config(run_dir)
         today = resolve_config(get_recipe(recipe_name), preset, None, sets, seed, saved.threads)
+        # As written (JSON), not as rebuilt: a key the run predates would read as today's default.
+        written = json.loads(RunDir(run_dir).config.read_text())["config"]
     except (ValueError, OSError):  # a config from an older foveal, or none: not this run
         return False
     return (
         saved_recipe.name == recipe_name
         and saved_preset == preset
-        and not _diff(config_to_dict(saved), config_to_dict(today))
+        and not _diff(written, json.loads(json.dumps(config_to_dict(today))))
     )
 
 
