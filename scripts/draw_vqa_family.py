@@ -25,8 +25,8 @@ from torch import Tensor
 
 from foveal.data.easy_vqa import EasyVQA, VQASample, denormalize
 from foveal.recipes.config import apply_overrides, config_to_dict, load_run_config
-from foveal.runs import load_run
-from foveal.train import RunDir, load
+from foveal.train import RunConfig, RunDir, load
+from foveal.train.checkpoint import load_model_state
 from foveal.viz import pyplot
 from foveal.viz.heatmap import mass_in_mask, overlay_heatmap, weights_to_grid
 
@@ -54,28 +54,45 @@ def heads_and_sets(results: Path) -> dict[str, dict[str, Any]]:
     return rows
 
 
-def find_run(runs: Path, row: dict[str, Any]) -> tuple[Path | None, str]:
-    """The fully trained seed-0 run whose config the row's sets leave unchanged (the row's head and settings),
-    or None and why not: no such run, or its checkpoint is missing or short of its steps (still training)."""
+def _agrees(written: dict[str, Any], wanted: dict[str, Any]) -> bool:
+    """Whether ``wanted`` holds every value of ``written`` (nested), whatever else it holds."""
+    for key, value in written.items():
+        if isinstance(value, dict):
+            if not isinstance(wanted.get(key), dict) or not _agrees(value, wanted[key]):
+                return False
+        elif wanted.get(key) != value:
+            return False
+    return True
+
+
+def find_run(runs: Path, row: dict[str, Any]) -> tuple[Path | None, RunConfig | None, str]:
+    """The fully trained seed-0 run whose written config the row's sets leave unchanged (the row's head and
+    settings), with that config and the row's sets applied (a key the run predates takes the row's value, not
+    today's default), or None and why not: no such run, or its checkpoint is short of its steps (still training)."""
     why = "no seed-0 run"
     for run_dir in sorted(p for p in runs.iterdir() if RunDir(p).config.is_file()):
         recipe, preset, config = load_run_config(run_dir)
         if recipe.name != row["recipe"] or preset != row.get("preset") or config.seed != 0:
             continue
         wanted = apply_overrides(copy.deepcopy(config), row["sets"], str(run_dir))
-        if config_to_dict(wanted) != config_to_dict(config):
+        # Over the keys the run wrote: a key added since reads as its default here, and the row states its value.
+        written = json.loads(RunDir(run_dir).config.read_text())["config"]
+        if not _agrees(written, json.loads(json.dumps(config_to_dict(wanted)))):
             continue
         checkpoint = RunDir(run_dir).checkpoint
         step = load(checkpoint).get("step", 0) if checkpoint.is_file() else 0
         if step < config.loop.steps:
             why = f"{run_dir.name} has trained {step} of {config.loop.steps} steps"
             continue
-        return run_dir, ""
-    return None, why
+        return run_dir, wanted, ""
+    return None, None, why
 
 
-def last_maps(head: str, run_dir: Path, batch: VQASample) -> HeadMaps:
-    model = load_run(run_dir).task.model.eval()
+def last_maps(head: str, run_dir: Path, config: RunConfig, batch: VQASample) -> HeadMaps:
+    recipe, _, _ = load_run_config(run_dir)
+    model = recipe.build(config).model
+    load_model_state(model, load(RunDir(run_dir).checkpoint)["model"], RunDir(run_dir).checkpoint)
+    model.eval()
     with torch.no_grad():
         out = model(batch.image, batch.question, batch.length)
     maps = None if out.attention is None else out.attention[:, -1]
@@ -131,11 +148,11 @@ def main() -> None:
     columns: list[HeadMaps] = []
     skipped: list[str] = []
     for head, row in heads_and_sets(args.results).items():
-        run_dir, why = find_run(args.runs, row)
-        if run_dir is None:
+        run_dir, config, why = find_run(args.runs, row)
+        if run_dir is None or config is None:
             skipped.append(f"{head} ({why})")
             continue
-        columns.append(last_maps(head, run_dir, batch))
+        columns.append(last_maps(head, run_dir, config, batch))
         print(f"{head}: {run_dir}", flush=True)
     if skipped:
         print(f"skipped, no trained seed-0 run under {args.runs}: {', '.join(skipped)}")
