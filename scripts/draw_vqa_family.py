@@ -43,13 +43,13 @@ class HeadMaps(NamedTuple):
 
 
 def heads_and_sets(results: Path) -> dict[str, dict[str, Any]]:
-    """Heads in the order they first appear, each with its seed-0 row (else its first row)."""
+    """Heads in the order they first appear, each with its last seed-0 row (its latest budget; else its first row)."""
     rows: dict[str, dict[str, Any]] = {}
     for line in results.read_text().splitlines():
         if line.strip():
             row = json.loads(line)
             head = row["sets"]["model.head"]
-            if head not in rows or (row["seed"] == 0 and rows[head]["seed"] != 0):
+            if head not in rows or row["seed"] == 0:
                 rows[head] = row
     return rows
 
