@@ -108,3 +108,20 @@ def test_without_a_cpp_compiler_the_error_says_what_to_do(monkeypatch):
     monkeypatch.setattr(cpp_builder, "get_cpp_compiler", missing)
     with pytest.raises(FovealError, match=r"loop\.compile=false"):
         compile_model(nn.Linear(2, 2))
+
+
+def test_a_scheduled_temperature_changes_a_compiled_head_without_a_new_graph():
+    from foveal.models.vqa import VQA
+    from foveal.models.vqa.heads import HeadInputs
+
+    torch.manual_seed(0)
+    model = VQA(20, 5, head="stacked", hops=1, channels=(4, 8), dim=16, k_dim=8, embed_dim=8, mlp_hidden=16).eval()
+    regions, question = torch.randn(2, model.grid**2, 16), torch.randn(2, 16)
+    compiled = torch.compile(model.head)
+    cold = compiled(regions, question, HeadInputs(keys=regions)).weights
+    graphs = compile_count()
+    model.head.temperature = 5.0
+    hot = compiled(regions, question, HeadInputs(keys=regions)).weights
+    assert compile_count() == graphs  # the temperature is a buffer's value, not a guarded constant
+    torch.testing.assert_close(hot, model.head(regions, question, HeadInputs(keys=regions)).weights)
+    assert not torch.allclose(cold, hot)

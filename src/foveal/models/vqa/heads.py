@@ -165,10 +165,19 @@ class _DividedLinear(nn.Linear):
     def __init__(self, linear: nn.Linear, temperature: float) -> None:
         super().__init__(linear.in_features, linear.out_features, bias=linear.bias is not None)
         self.load_state_dict(linear.state_dict())
-        self.temperature = temperature
+        # A buffer, not a float: a schedule changing it during training does not recompile a compiled model.
+        self.register_buffer("divisor", torch.tensor(float(temperature)), persistent=False)
+
+    @property
+    def temperature(self) -> float:
+        return float(self.divisor)
+
+    @temperature.setter
+    def temperature(self, value: float) -> None:
+        self.divisor.fill_(value)
 
     def forward(self, x: Tensor) -> Tensor:
-        return super().forward(x) / self.temperature
+        return super().forward(x) / self.divisor
 
 
 class StackedHead(VQAHead):
