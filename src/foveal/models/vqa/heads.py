@@ -216,7 +216,6 @@ class StackedHead(VQAHead):
         for hop in attention.hops:
             if hop.score == "additive":  # wrapped at 1 too, so a schedule can change it during training
                 hop.w_a = _DividedLinear(hop.w_a, 1.0)
-        self._temperature = 1.0
         self.temperature = temperature
 
     @property
