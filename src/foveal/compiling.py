@@ -1,10 +1,13 @@
 """``torch.compile`` for a model, the way the training loop does it (``loop.compile=true``).
 
 A model compiles one method: ``forward`` by default, or the one its class names in
-``compiled_method``. Recurrent models (NTM, DRAW) name their ``step``: one time step is one graph,
-their Python time loop calls it, so a sequence of any length runs the same graph and nothing is
-recompiled per length (compiling an unrolled sequence would compile every length anew, and the
-compile time would grow with it).
+``compiled_method`` (a name, or a tuple of names each compiled on its own). Recurrent models compile
+a step or a few: DRAW names its ``step``, one drawing step is one graph; the NTM names its ``step``
+(called once, on the start state) and ``steps``, a run of ``steps_per_call`` time steps, which
+:func:`compile_model` sets to the class's ``compiled_steps_per_call``. Their Python time loop calls
+the graphs, so a sequence of any length runs the same graphs and nothing is recompiled per length
+(compiling an unrolled sequence would compile every length anew, and the compile time would grow
+with it).
 
 The compiled method is the class's function compiled once per process and bound to the instance,
 so models of the same class and options share its graphs, ``copy.deepcopy`` gives a copy that
@@ -38,13 +41,15 @@ def _compiled(function: Callable[..., Any]) -> Callable[..., Any]:
     return call
 
 
-def compiled_method(model: nn.Module) -> str:
-    """The method :func:`compile_model` compiles: the class's ``compiled_method``, else ``"forward"``."""
-    return getattr(type(model), "compiled_method", "forward")
+def compiled_methods(model: nn.Module) -> tuple[str, ...]:
+    """The methods :func:`compile_model` compiles: the class's ``compiled_method`` (a name or a tuple of
+    names), else ``("forward",)``."""
+    names = getattr(type(model), "compiled_method", "forward")
+    return (names,) if isinstance(names, str) else tuple(names)
 
 
 def compile_model(model: nn.Module) -> nn.Module:
-    """Compile ``model``'s :func:`compiled_method` in place (with inductor) and return the model.
+    """Compile ``model``'s :func:`compiled_methods` in place (with inductor) and return the model.
 
     Compiling happens at the first call with gradients, and once again when the batch size changes
     (the second batch size makes the graph dynamic in it). Calls without gradients (evaluation,
@@ -58,8 +63,11 @@ def compile_model(model: nn.Module) -> nn.Module:
     """
     if any(p.device.type == "cpu" for p in model.parameters()):
         _check_cpu_compiler()
-    name = compiled_method(model)
-    setattr(model, name, MethodType(_compiled(getattr(type(model), name)), model))
+    for name in compiled_methods(model):
+        setattr(model, name, MethodType(_compiled(getattr(type(model), name)), model))
+    per_call = getattr(type(model), "compiled_steps_per_call", None)
+    if per_call is not None:
+        model.steps_per_call = per_call
     return model
 
 
@@ -78,7 +86,7 @@ def _check_cpu_compiler() -> None:
 
 def is_compiled(model: nn.Module) -> bool:
     """Whether :func:`compile_model` compiled ``model``."""
-    return compiled_method(model) in vars(model)
+    return compiled_methods(model)[0] in vars(model)
 
 
 def compile_count() -> int:

@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from foveal.compiling import compile_count, compile_model, compiled_method, is_compiled
+from foveal.compiling import compile_count, compile_model, compiled_methods, is_compiled
 from foveal.errors import FovealError
 from foveal.models.draw import DRAW
 from foveal.models.ntm import NTM
@@ -39,15 +39,28 @@ def test_compiled_ntm_step_matches_eager_at_every_length_with_one_graph(controll
     torch.manual_seed(0)
     eager = NTM(5, 4, controller=controller, controller_size=12, n_rows=8, n_cols=6, n_write_heads=1)
     compiled = compile_model(copy.deepcopy(eager))
-    assert compiled_method(compiled) == "step" and is_compiled(compiled) and not is_compiled(eager)
+    assert compiled_methods(compiled) == ("step", "steps") and is_compiled(compiled) and not is_compiled(eager)
+    assert compiled.steps_per_call == NTM.compiled_steps_per_call > 1 and eager.steps_per_call == 1
     targets = torch.Generator().manual_seed(1)
     counts = []
-    for length in (3, 9, 14):  # one graph for the step, whatever the number of steps
+    for length in (3, 9, 14):  # one graph for the steps, whatever the number of steps (padded or not)
         x = torch.randn(4, length, 5, generator=targets)
         y = torch.rand(4, length, 4, generator=targets)
         _assert_same_step(eager, compiled, lambda m, x=x, y=y: F.binary_cross_entropy_with_logits(m(x).logits, y))
         counts.append(compile_count())
     assert counts[0] == counts[1] == counts[2], f"recompiled for a new length: {counts}"
+
+
+@pytest.mark.parametrize("steps_per_call", [1, 2, 3])
+def test_ntm_steps_per_call_pads_the_sequence_without_changing_any_output(steps_per_call):
+    torch.manual_seed(0)
+    model = NTM(5, 4, controller_size=12, n_rows=8, n_cols=6).double()
+    for length in (1, 2, 7):  # shorter than, equal to and past whole calls
+        x = torch.randn(3, length, 5, dtype=torch.float64)
+        one_at_a_time = model(x, record=True).logits  # the recorded path runs one step per call
+        model.steps_per_call = steps_per_call
+        torch.testing.assert_close(model(x).logits, one_at_a_time, rtol=0, atol=0)
+        model.steps_per_call = 1
 
 
 def test_compiled_draw_step_matches_eager():

@@ -101,7 +101,14 @@ class NTM(nn.Module):
         (torch.Size([2, 7, 3]), torch.Size([2, 7, 1, 6]), torch.Size([2, 7, 6, 5]))
     """
 
-    compiled_method = "step"  # foveal.compiling compiles one time step, shared by every length
+    # foveal.compiling compiles the first ``step`` (its start state, broadcast and partly without
+    # gradient, is a graph of its own) and ``steps``, a call of ``steps_per_call`` time steps (it sets
+    # that to ``compiled_steps_per_call``): two graphs for every length, as the input is padded to
+    # whole calls. A call of one step is bound by the cost of calling a graph (the step's ops are tiny);
+    # four in one graph take well under half the time per step (benchmarks/compile.py, ntm-copy).
+    compiled_method = ("step", "steps")
+    compiled_steps_per_call = 4
+    steps_per_call = 1
 
     def __init__(self, input_size: int, output_size: int, spec: NTMSpec | None = None, **options: Any) -> None:
         super().__init__()
@@ -219,19 +226,38 @@ class NTM(nn.Module):
         out_in = torch.cat([h, reads.flatten(1)], dim=-1) if self.output_from == "both" else reads.flatten(1)
         return self.out(out_in), NTMState(h, c, reads, w_read, w_write, memory)
 
+    def steps(self, x: Tensor, state: NTMState) -> tuple[Tensor, NTMState]:
+        """``x.shape[0]`` time steps from ``state``: their logits ``(T, B, O)`` for inputs ``x`` ``(T, B, input_size)``
+        and the state after the last."""
+        logits = []
+        for x_t in x:
+            logit, state = type(self).step(self, x_t, state)
+            logits.append(logit)
+        return torch.stack(logits), state
+
     def forward(self, x: Tensor, *, record: bool = False) -> NTMOutput:
         check_shape("x", x, ("B", "T", self.input_size))
+        length = x.shape[1]
         state = self.initial_state(x.shape[0], x.dtype)
-        logits, states = [], []
         # Time-major and contiguous: every step's input has the same strides whatever the length.
-        for t, x_t in enumerate(x.transpose(0, 1).contiguous()):
-            # The first step is the class's own: its start state (broadcast, partly without gradient)
-            # would otherwise need a graph of its own when the step is compiled.
-            logit, state = type(self).step(self, x_t, state) if t == 0 else self.step(x_t, state)
-            logits.append(logit)
-            if record:
+        x = x.transpose(0, 1).contiguous()
+        logit, state = self.step(x[0], state)
+        logits, states = [logit.unsqueeze(0)], [state]
+        if record:  # every state is kept, so one step at a time
+            for x_t in x[1:]:
+                logit, state = type(self).step(self, x_t, state)
+                logits.append(logit.unsqueeze(0))
                 states.append(state)
-        out = NTMOutput(torch.stack(logits, dim=1))
+        elif length > 1:
+            # Zero inputs after the end pad the rest to whole calls: the steps they add come after every
+            # real step, so no real output depends on them.
+            rest, per_call = x[1:], self.steps_per_call
+            if len(rest) % per_call:
+                rest = torch.cat([rest, rest.new_zeros(per_call - len(rest) % per_call, *rest.shape[1:])])
+            for chunk in rest.split(per_call):
+                chunk_logits, state = self.steps(chunk, state)
+                logits.append(chunk_logits)
+        out = NTMOutput(torch.cat(logits)[:length].transpose(0, 1))
         if record:
             out = out._replace(
                 read_weights=torch.stack([s.w_read for s in states], dim=1),
