@@ -132,6 +132,39 @@ def test_bilstm_question_vector_is_final_forward_and_backward_states() -> None:
     torch.testing.assert_close(out[0, 8:], states[0, 0, 8:])  # backward state after the first word
 
 
+@pytest.mark.parametrize("bidirectional", [True, False])
+def test_masked_question_loop_matches_the_packed_lstm_with_its_gradients(bidirectional: bool) -> None:
+    torch.manual_seed(0)
+    encoder = QuestionEncoder(VOCAB, 16, embed_dim=8, bidirectional=bidirectional).double()
+    question = torch.randint(1, VOCAB, (5, 7))
+    length = torch.tensor([7, 1, 4, 6, 2])
+    question[torch.arange(7) >= length.unsqueeze(1)] = 0
+
+    def run(masked: bool) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
+        encoder.zero_grad()
+        if masked:
+            words, h_n = encoder._masked(encoder.embed(question), length)
+        else:
+            words, h_n = encoder._run(question, length, words=True)
+        (words.square().sum() + h_n.sin().sum()).backward()
+        return words, h_n, {name: p.grad.clone() for name, p in encoder.named_parameters()}
+
+    packed_words, packed_final, packed_grads = run(masked=False)
+    masked_words, masked_final, masked_grads = run(masked=True)
+    torch.testing.assert_close(masked_words, packed_words)
+    torch.testing.assert_close(masked_final, packed_final)
+    for name, grad in packed_grads.items():
+        torch.testing.assert_close(masked_grads[name], grad, msg=name)
+
+
+def test_question_encoder_compiles_in_one_graph_with_the_eager_results() -> None:
+    torch.manual_seed(0)
+    encoder = QuestionEncoder(VOCAB, 16, embed_dim=8)
+    _, question, length = inputs(batch=4)
+    compiled = torch.compile(encoder.states, fullgraph=True)  # fails on a graph break
+    torch.testing.assert_close(compiled(question, length), encoder.states(question, length))
+
+
 def test_grid_encoder_pools_to_the_grid_and_rejects_bad_sizes() -> None:
     assert GridEncoder((4, 4, 4), grid=8)(torch.randn(2, 3, 64, 64)).shape == (2, 4, 8, 8)
     assert GridEncoder((4, 4), grid=16, stem_stride=2)(torch.randn(2, 3, 64, 64)).shape == (2, 4, 16, 16)

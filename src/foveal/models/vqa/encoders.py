@@ -3,13 +3,14 @@ from question to a vector (and a state per word)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from foveal._checks import check_index, check_shape
+from foveal._checks import check_index, check_shape, tracing
 from foveal.attention.coords import AddCoords
 
 
@@ -131,7 +132,8 @@ class QuestionEncoder(nn.Module):
 
     ``bidirectional=True`` is seed 002's BiLSTM: the final forward and final backward states are
     concatenated, each of size ``dim / 2``. Otherwise one LSTM of size ``dim`` (seed 000's ``h_Q``).
-    Padding (token 0) after ``length`` is skipped (packed sequences), so it never changes the result.
+    Padding (token 0) after ``length`` is skipped (packed sequences; a traced graph masks it instead, with
+    the same results), so it never changes the result.
 
     Shape:
         - question: int64 ``(B, L)``; length: int64 ``(B,)``, each in ``[1, L]``
@@ -145,6 +147,14 @@ class QuestionEncoder(nn.Module):
         self.embed = nn.Embedding(vocab_size, embed_dim, padding_idx=0)
         hidden = dim // 2 if bidirectional else dim
         self.lstm = nn.LSTM(embed_dim, hidden, batch_first=True, bidirectional=bidirectional)
+        self._lstm_weights = dict(self.lstm.named_parameters())
+
+    def _apply(self, fn: Callable[[Tensor], Tensor], recurse: bool = True) -> QuestionEncoder:
+        # A conversion (.to, .double) may give the LSTM new parameters: the masked loop reads them
+        # from here, since torch.compile cannot look inside an nn.LSTM.
+        module = super()._apply(fn, recurse)
+        self._lstm_weights = dict(self.lstm.named_parameters())
+        return module
 
     def _check(self, question: Tensor, length: Tensor) -> None:
         """Shapes, token ids within the vocabulary, and lengths from 1 to the padded length."""
@@ -155,9 +165,59 @@ class QuestionEncoder(nn.Module):
 
     def forward(self, question: Tensor, length: Tensor) -> Tensor:
         self._check(question, length)
-        packed = pack_padded_sequence(self.embed(question), length.cpu(), batch_first=True, enforce_sorted=False)
-        _, (h_n, _) = self.lstm(packed)  # h_n: (directions, B, hidden); [0] forward, [1] backward
+        _, h_n = self._run(question, length, words=False)  # h_n: (directions, B, hidden); [0] forward, [1] backward
         return torch.cat(list(h_n), dim=-1)
+
+    def _run(self, question: Tensor, length: Tensor, words: bool) -> tuple[Tensor | None, Tensor]:
+        """The LSTM's state at every word ``(B, L, directions * hidden)``, zero after ``length`` (None
+        unless ``words``), and its final states ``(directions, B, hidden)``."""
+        embedded = self.embed(question)
+        if tracing():
+            return self._masked(embedded, length)
+        # Packed sequences skip the padding; packing reads the lengths on the host, so a traced graph
+        # takes the masked loop instead.
+        packed = pack_padded_sequence(embedded, length.cpu(), batch_first=True, enforce_sorted=False)
+        outputs, (h_n, _) = self.lstm(packed)
+        if not words:
+            return None, h_n
+        return pad_packed_sequence(outputs, batch_first=True, total_length=question.shape[1])[0], h_n
+
+    def _masked(self, embedded: Tensor, length: Tensor) -> tuple[Tensor, Tensor]:
+        """The packed LSTM's results from a loop over every position, with the lengths as a mask.
+
+        A state stops changing at its question's end; the backward direction reads each question's
+        words last to first (``length - 1 - t``), then its states are put back in word order. One
+        graph for every batch of lengths, with the same weights (and results) as the packed path.
+        """
+        batch, words = embedded.shape[:2]
+        position = torch.arange(words, device=embedded.device)
+        real = position < length.unsqueeze(1)  # (B, L)
+        # word t of the reversed question; padding stays where it is (the index is its own inverse)
+        reverse = torch.where(real, length.unsqueeze(1) - 1 - position, position)
+        weights = self._lstm_weights
+        outputs, finals = [], []
+        for direction in range(2 if "weight_ih_l0_reverse" in weights else 1):
+            suffix = "_reverse" if direction else ""
+            weight_ih, weight_hh = weights[f"weight_ih_l0{suffix}"], weights[f"weight_hh_l0{suffix}"]
+            bias = weights[f"bias_ih_l0{suffix}"] + weights[f"bias_hh_l0{suffix}"]
+            order = reverse.unsqueeze(-1).expand_as(embedded) if direction else None
+            inputs = embedded.gather(1, order) if direction else embedded
+            gates_in = torch.addmm(bias, inputs.flatten(0, 1), weight_ih.t()).view(batch, words, -1)
+            h = c = embedded.new_zeros(batch, weight_hh.shape[1])
+            states = []
+            for t in range(words):
+                i, f, g, o = torch.addmm(gates_in[:, t], h, weight_hh.t()).chunk(4, dim=1)  # nn.LSTM's order
+                c_next = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+                h_next = torch.sigmoid(o) * torch.tanh(c_next)
+                keep = real[:, t : t + 1]
+                h, c = torch.where(keep, h_next, h), torch.where(keep, c_next, c)
+                states.append(torch.where(keep, h_next, 0.0))
+            state_seq = torch.stack(states, dim=1)  # (B, L, hidden), in reading order
+            if direction:
+                state_seq = state_seq.gather(1, reverse.unsqueeze(-1).expand_as(state_seq))
+            outputs.append(state_seq)
+            finals.append(h)
+        return torch.cat(outputs, dim=-1), torch.stack(finals)
 
     def states(self, question: Tensor, length: Tensor) -> QuestionStates:
         """The question vector of :meth:`forward` and the LSTM's state at every word.
@@ -168,8 +228,6 @@ class QuestionEncoder(nn.Module):
               ``length``; BiLSTM: forward then backward state), mask bool ``(B, L)``
         """
         self._check(question, length)
-        packed = pack_padded_sequence(self.embed(question), length.cpu(), batch_first=True, enforce_sorted=False)
-        outputs, (h_n, _) = self.lstm(packed)
-        words, _ = pad_packed_sequence(outputs, batch_first=True, total_length=question.shape[1])
+        words, h_n = self._run(question, length, words=True)
         mask = torch.arange(question.shape[1], device=question.device) < length.unsqueeze(1)
         return QuestionStates(torch.cat(list(h_n), dim=-1), words, mask)
