@@ -305,6 +305,31 @@ def test_gate_scales_the_glimpse_per_channel_by_the_question(readout: str) -> No
     assert_close(model(*x).logits, ungated(*x).logits)
 
 
+def test_linear_gate_is_a_signed_product_that_starts_at_one() -> None:
+    # phi = (W_g v_Q + b_g) * glimpse + v_Q, b_g = 1 at the start; at W_g = 0 the ungated model.
+    torch.manual_seed(0)
+    model = VQA(VOCAB, ANSWERS, head="stacked", hops=1, readout="last", gate=True, gate_form="linear", **SMALL).eval()
+    assert torch.equal(model.head.gate.bias, torch.ones_like(model.head.gate.bias))
+    with torch.no_grad():
+        model.head.gate.bias.normal_()  # a trained gate: signed, some channels below zero
+    x = inputs()
+    V, k, v_Q = parts(model, *x)
+    glimpses, _ = additive_hops_reference(model, V, k, v_Q)
+    gate = v_Q @ model.head.gate.weight.T + model.head.gate.bias
+    assert (gate < 0).any()
+    assert_close(model(*x).logits, model.classifier(gate * glimpses[-1] + v_Q))
+    ungated = VQA(VOCAB, ANSWERS, head="stacked", hops=1, readout="last", **SMALL).eval()
+    ungated.load_state_dict({k: v for k, v in model.state_dict().items() if not k.startswith("head.gate")})
+    with torch.no_grad():
+        model.head.gate.weight.zero_()
+        model.head.gate.bias.fill_(1.0)
+    assert_close(model(*x).logits, ungated(*x).logits)
+    with pytest.raises(ValueError, match=re.escape("set model.gate_form=sigmoid")):
+        VQA(VOCAB, ANSWERS, head="stacked", gate_form="linear", **SMALL)
+    with pytest.raises(ValueError, match="gate_form must be one of sigmoid, linear"):
+        VQA(VOCAB, ANSWERS, head="stacked", gate=True, gate_form="tanh", **SMALL)
+
+
 def test_temperature_divides_every_hops_additive_score() -> None:
     torch.manual_seed(0)
     cold = VQA(VOCAB, ANSWERS, head="stacked", hops=2, temperature=0.25, **SMALL).eval()

@@ -104,7 +104,8 @@ class VQAHead(nn.Module):
 
 
 class HeadFactory(Protocol):
-    """``factory(dim, *, k_dim, hops, heads, layer_dims, readout, gate, temperature, normalize, relate) -> VQAHead``;
+    """``factory(dim, *, k_dim, hops, heads, layer_dims, readout, gate, gate_form, temperature, normalize, relate)
+    -> VQAHead``;
     a factory takes what it needs and ignores the rest (``**_``)."""
 
     def __call__(
@@ -117,6 +118,7 @@ class HeadFactory(Protocol):
         layer_dims: tuple[int, ...],
         readout: str,
         gate: bool,
+        gate_form: str,
         temperature: float,
         normalize: str,
         relate: bool,
@@ -156,6 +158,7 @@ class SingleHopHead(VQAHead):
 
 
 READOUTS = ("sum", "last")
+GATE_FORMS = ("sigmoid", "linear")
 
 
 class _DividedLinear(nn.Linear):
@@ -196,6 +199,10 @@ class StackedHead(VQAHead):
             (``"last"``) or ``g * sum_k v_filt_k + v_Q`` (``"sum"``); the hops' queries are unchanged.
             A question that needs one property of the object (its shape) can then drop the others
             (its colour) without looking away from it.
+        gate_form: ``"sigmoid"`` (the ``g`` above) or ``"linear"``: ``g = W_g v_Q + b_g``, ``b_g`` starting
+            at 1, a signed product of question and glimpse (the Hadamard fusion of later VQA models).
+            "Is there a red shape?" is then one sum of products, the named colour times the glimpse's,
+            where a gate between 0 and 2 can only weaken the other colours.
         temperature: every hop's additive score is divided by it, ``e_i = (w_a^T z_i + b_a) / T``:
             below 1 a hop's map is sharper for the same ``w_a``, and its logits move ``1 / T`` times
             faster under Adam, so a hop picks its cells instead of spreading over the background.
@@ -205,14 +212,25 @@ class StackedHead(VQAHead):
     grouped = True
 
     def __init__(
-        self, attention: StackedAttention, readout: str = "sum", gate: bool = False, temperature: float = 1.0
+        self,
+        attention: StackedAttention,
+        readout: str = "sum",
+        gate: bool = False,
+        temperature: float = 1.0,
+        gate_form: str = "sigmoid",
     ) -> None:
         super().__init__()
         if readout not in READOUTS:
             raise ValueError(f"readout must be one of {', '.join(READOUTS)}, got {readout!r}")
+        if gate_form not in GATE_FORMS:
+            raise ValueError(f"gate_form must be one of {', '.join(GATE_FORMS)}, got {gate_form!r}")
         self.attention, self.readout = attention, readout
         self.normalize = attention.normalize
         self.gate = nn.Linear(attention.dim, attention.dim) if gate else None
+        self.gate_form = gate_form
+        if self.gate is not None and gate_form == "linear":
+            with torch.no_grad():
+                self.gate.bias.fill_(1.0)  # g = 1 + W_g v_Q: the plain sum v_filt + v_Q, give or take
         for hop in attention.hops:
             if hop.score == "additive":  # wrapped at 1 too, so a schedule can change it during training
                 hop.w_a = _DividedLinear(hop.w_a, 1.0)
@@ -244,7 +262,8 @@ class StackedHead(VQAHead):
         glimpses, maps = self.attention.trace(V, v_Q, keys=inputs.keys)
         glimpse = glimpses[-1] if self.readout == "last" else sum(glimpses)
         if self.gate is not None:
-            glimpse = 2 * torch.sigmoid(self.gate(v_Q)) * glimpse
+            gate = self.gate(v_Q)
+            glimpse = (gate if self.gate_form == "linear" else 2 * torch.sigmoid(gate)) * glimpse
         return HeadOutput(glimpse + v_Q, torch.stack(maps, dim=-2))
 
 
@@ -276,13 +295,14 @@ def _stacked_head(
     hops: int,
     readout: str = "sum",
     gate: bool = False,
+    gate_form: str = "sigmoid",
     temperature: float = 1.0,
     normalize: str = "softmax",
     relate: bool = False,
     **_: object,
 ) -> VQAHead:
     attention = StackedAttention(dim, k_dim=k_dim, hops=hops, normalize=normalize, relate=relate)
-    return StackedHead(attention, readout, gate, temperature)
+    return StackedHead(attention, readout, gate, temperature, gate_form)
 
 
 @VQA_HEADS.register("stacked-dot")
@@ -293,6 +313,7 @@ def _stacked_dot_head(
     hops: int,
     readout: str = "sum",
     gate: bool = False,
+    gate_form: str = "sigmoid",
     normalize: str = "softmax",
     relate: bool = False,
     **_: object,
@@ -301,7 +322,7 @@ def _stacked_dot_head(
     # initialisation, so the question barely changes which region wins and the hops learn to look
     # for a named colour very slowly; the product v_i * v_Q compares them from the first step.
     attention = StackedAttention(dim, k_dim=k_dim, hops=hops, score="dot", normalize=normalize, relate=relate)
-    return StackedHead(attention, readout, gate)
+    return StackedHead(attention, readout, gate, gate_form=gate_form)
 
 
 # --- The seed 002 family: channels, CNN layers, question words, context, fusion --------------------

@@ -34,6 +34,9 @@ class VQASpec:
     # stacked(-dot): phi = g * glimpse + v_Q with g = 2 sigmoid(W_g v_Q + b_g), per channel: a shape question can drop
     # the object's colour without looking away from the object
     gate: bool = False
+    # with gate: g = 2 sigmoid(W_g v_Q + b_g) ("sigmoid") or the signed g = W_g v_Q + b_g, b_g from 1 ("linear"): a
+    # yes/no question compares the colour it names with the glimpse's in one sum of products
+    gate_form: Literal["sigmoid", "linear"] = "sigmoid"
     # stacked: every hop's additive score is divided by it; below 1 a hop picks its cells sooner and more sharply
     temperature: float = 1.0
     # stacked: how each hop's scores become its map: "softmax" (seed 002) or "sparsemax" (their projection onto the
@@ -174,6 +177,7 @@ class VQA(nn.Module):
             layer_dims=channels,
             readout=spec.readout,
             gate=spec.gate,
+            gate_form=spec.gate_form,
             temperature=spec.temperature,
             normalize=spec.normalize,
             relate=spec.relate,
@@ -185,6 +189,7 @@ class VQA(nn.Module):
             for option, fix, bad in (
                 ("readout", "sum", spec.readout != "sum" and getattr(self.head, "readout", "sum") != spec.readout),
                 ("gate", "false", spec.gate and getattr(self.head, "gate", None) is None),
+                ("gate_form", "sigmoid", spec.gate_form != "sigmoid" and getattr(self.head, "gate", None) is None),
                 (
                     "temperature",
                     "1",
