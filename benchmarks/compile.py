@@ -1,6 +1,6 @@
 """Training-step speed with ``loop.compile=true`` against the eager step, measured in the same run.
 
-    python benchmarks/compile.py [--threads 1] [--rounds 7] [--only ntm-copy,draw-paper] [--out FILE.jsonl]
+    python benchmarks/compile.py [--threads 1] [--rounds 7] [--only ntm-copy,draw-paper] [--mode MODE] [--out F.jsonl]
 
 Each case builds one recipe's task twice from the same seed (the same weights and the same batch)
 and times the loop's own step (:meth:`foveal.train.Trainer.step`: forward, loss, backward,
@@ -8,6 +8,8 @@ clipping, optimiser) eager and compiled (:mod:`foveal.compiling`: the recurrent 
 their time step, the others their forward). The learning rate is 0, so every round times the
 same model, and before timing the benchmark checks that the two steps give the same loss.
 
+``--mode`` is ``loop.compile_mode`` (:data:`foveal.compiling.COMPILE_MODES`); with
+``max-autotune-no-cudagraphs`` inductor times its own matrix-product kernels against the library's.
 The compile time is the wall time of the first compiled step. Inductor keeps what it compiled in
 an on-disk cache, so a second run of the benchmark compiles in a fraction of the first's time;
 ``--cold`` points the cache at an empty directory to time a first compile.
@@ -32,6 +34,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from _roofline import count_flops, gemm_call, gemm_gflops, roofline
+from foveal.compiling import COMPILE_MODES
 from foveal.recipes.config import resolve_config
 from foveal.runs import commit_id, get_recipe
 from foveal.train import Trainer, seed_everything
@@ -61,10 +64,11 @@ CASES = {
 }
 
 
-def build(case: Case, compile_step: bool, threads: int) -> tuple[Trainer, object]:
+def build(case: Case, compile_step: bool, threads: int, mode: str = "default") -> tuple[Trainer, object]:
     """A trainer for the case (``loop.lr=0``) and one training batch of the recipe's size."""
     recipe = get_recipe(case.recipe)
     sets = {**case.sets, "loop.lr": "0", "loop.warmup_steps": "0", "loop.compile": str(compile_step).lower()}
+    sets["loop.compile_mode"] = mode
     config = resolve_config(recipe, preset=case.preset, sets=sets, seed=0, threads=threads)
     seed_everything(config.seed)
     task = recipe.build(config)
@@ -78,9 +82,9 @@ def build(case: Case, compile_step: bool, threads: int) -> tuple[Trainer, object
     return Trainer(task, config), next(iter(loader))
 
 
-def time_case(case: Case, threads: int, rounds: int) -> dict[str, float]:
+def time_case(case: Case, threads: int, rounds: int, mode: str) -> dict[str, float]:
     """Seconds per step (fastest round) of eager and compiled, the compile time, FLOPs and the GEMM peak."""
-    (eager, batch), (compiled, _) = build(case, False, threads), build(case, True, threads)
+    (eager, batch), (compiled, _) = build(case, False, threads), build(case, True, threads, mode)
     torch.manual_seed(0)  # the same noise for both (DRAW's z, RAM's glimpse locations)
     start = time.perf_counter()
     compiled_loss = compiled.step(batch)["loss"]
@@ -112,6 +116,7 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--only", default=",".join(CASES), help=f"comma-separated cases of: {', '.join(CASES)}")
+    p.add_argument("--mode", default="default", choices=COMPILE_MODES, help="loop.compile_mode of the compiled step")
     p.add_argument("--cold", action="store_true", help="compile into an empty inductor cache (first-compile times)")
     p.add_argument("--out", help="append one JSON line per case to this file (results/compile-speed.jsonl)")
     args = p.parse_args()
@@ -122,14 +127,17 @@ def main() -> None:
     unknown = [n for n in names if n not in CASES]
     if unknown:
         p.error(f"unknown case(s) {', '.join(unknown)}; choose from: {', '.join(CASES)}")
-    print(f"training step, eager against loop.compile=true, {args.threads} thread(s), best of {args.rounds} rounds")
+    print(
+        f"training step, eager against loop.compile=true (mode {args.mode}), {args.threads} thread(s), "
+        f"best of {args.rounds} rounds"
+    )
     print(
         f"{'case':>14} {'eager ms':>9} {'compiled ms':>12} {'speed-up':>9} {'target':>7} {'compile s':>10}  "
         "compiled roofline"
     )
     for name in names:
         case = CASES[name]
-        r = time_case(case, args.threads, args.rounds)
+        r = time_case(case, args.threads, args.rounds, args.mode)
         ratio = r["eager"] / r["compiled"]
         mark = "ok" if ratio >= case.target else "below"
         print(
@@ -145,6 +153,7 @@ def main() -> None:
                 "preset": case.preset,
                 "sets": case.sets,
                 "threads": args.threads,
+                "compile_mode": args.mode,
                 "rounds": args.rounds,
                 "eager_ms": round(r["eager"] * 1e3, 2),
                 "compiled_ms": round(r["compiled"] * 1e3, 2),

@@ -26,11 +26,16 @@ from torch import nn
 
 from foveal.errors import FovealError
 
+# torch.compile's modes that foveal passes on: "max-autotune-no-cudagraphs" times inductor's own C++ (or
+# Triton) matrix-product kernels against the library's at each product's sizes and keeps the faster, which pays
+# where small products dominate a step (DRAW, the VQA model); it compiles for minutes rather than seconds.
+COMPILE_MODES = ("default", "max-autotune-no-cudagraphs")
+
 
 @functools.cache
-def _compiled(function: Callable[..., Any]) -> Callable[..., Any]:
+def _compiled(function: Callable[..., Any], mode: str = "default") -> Callable[..., Any]:
     # dynamic=None: a second batch size makes the graph dynamic in it instead of compiling a third time.
-    graph = torch.compile(function, dynamic=None)
+    graph = torch.compile(function, dynamic=None, mode=mode)
 
     @functools.wraps(function)
     def call(*args: Any, **kwargs: Any) -> Any:
@@ -48,7 +53,7 @@ def compiled_methods(model: nn.Module) -> tuple[str, ...]:
     return (names,) if isinstance(names, str) else tuple(names)
 
 
-def compile_model(model: nn.Module) -> nn.Module:
+def compile_model(model: nn.Module, mode: str = "default") -> nn.Module:
     """Compile ``model``'s :func:`compiled_methods` in place (with inductor) and return the model.
 
     Compiling happens at the first call with gradients, and once again when the batch size changes
@@ -63,8 +68,10 @@ def compile_model(model: nn.Module) -> nn.Module:
     """
     if any(p.device.type == "cpu" for p in model.parameters()):
         _check_cpu_compiler()
+    if mode not in COMPILE_MODES:
+        raise ValueError(f"the compile mode must be one of {', '.join(COMPILE_MODES)}, got {mode!r}")
     for name in compiled_methods(model):
-        setattr(model, name, MethodType(_compiled(getattr(type(model), name)), model))
+        setattr(model, name, MethodType(_compiled(getattr(type(model), name), mode), model))
     per_call = getattr(type(model), "compiled_steps_per_call", None)
     if per_call is not None:
         model.steps_per_call = per_call

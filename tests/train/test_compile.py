@@ -138,3 +138,23 @@ def test_a_scheduled_temperature_changes_a_compiled_head_without_a_new_graph():
     assert compile_count() == graphs  # the temperature is a buffer's value, not a guarded constant
     torch.testing.assert_close(hot, model.head(regions, question, HeadInputs(keys=regions)).weights)
     assert not torch.allclose(cold, hot)
+
+
+def test_compile_mode_reaches_torch_compile_and_an_unknown_one_is_refused(monkeypatch):
+    from foveal import compiling
+
+    seen = []
+
+    def record(function, **options):
+        seen.append(options["mode"])
+        return function
+
+    monkeypatch.setattr(torch, "compile", record)
+    compiling._compiled.cache_clear()
+    try:
+        compile_model(nn.Linear(2, 2), "max-autotune-no-cudagraphs")
+    finally:
+        compiling._compiled.cache_clear()  # no stub left for the other tests
+    assert seen == ["max-autotune-no-cudagraphs"]
+    with pytest.raises(ValueError, match="compile mode must be one of default, max-autotune-no-cudagraphs"):
+        compile_model(nn.Linear(2, 2), "max-autotune")

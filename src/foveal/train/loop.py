@@ -121,7 +121,7 @@ class Trainer:
         self.device = device or torch.device("cpu")
         self.model = task.model.to(self.device)
         if config.loop.compile:
-            compile_model(self.model)
+            compile_model(self.model, config.loop.compile_mode)
         self.compile_seconds = 0.0  # wall time of the steps that compiled a graph (loop.compile)
         self.net: nn.Module = self.model  # the DDP wrapper under torchrun (see :meth:`distribute`)
         self.optimizer = build_optimizer(self.model.parameters(), config.loop)

@@ -60,6 +60,9 @@ class LoopConfig:
     device: Literal["cpu", "cuda", "auto"] = "cpu"
     # torch.compile the model (a recurrent model its time step; foveal.compiling): the first steps compile
     compile: bool = False
+    # torch.compile's mode (foveal.compiling.COMPILE_MODES): "max-autotune-no-cudagraphs" also picks each matrix
+    # product's fastest kernel, for a faster step after a longer compile
+    compile_mode: str = "default"
     ddp_find_unused: bool = False  # under torchrun: True if some parameters get no gradient in a step
 
 
