@@ -71,12 +71,14 @@ def test_model_options_are_model_keys() -> None:
     recipe = RECIPES.get("easy-vqa")
     config = resolve_config(recipe, "quick", sets={"model.hops": "3"})
     # the recipe's default model
-    fixed = {"readout": "last", "keys": "pixels", "gate": True, "temperature": 0.35, "normalize": "sparsemax"}
+    fixed = {"readout": "last", "keys": "pixels", "gate": True, "gate_form": "linear", "temperature": 0.35}
+    fixed["normalize"] = "sparsemax"
     assert config.model == VQASpec(hops=3, k_dim=16, **fixed)
     seed = {"model.readout": "sum", "model.keys": "values", "model.gate": "false", "model.temperature": "1"}
     seed["model.normalize"] = "softmax"
     config = resolve_config(recipe, "quick", sets={"model.head": "spatial", **seed})
-    assert config.model == VQASpec(head="spatial", hops=1, k_dim=16)
+    # gate_form stays the recipe's, and is ignored without a gate
+    assert config.model == VQASpec(head="spatial", hops=1, k_dim=16, gate_form="linear")
     with pytest.raises(ValueError, match="unknown config key 'head'"):
         resolve_config(recipe, sets={"head": "spatial"})
 

@@ -41,16 +41,24 @@ TYPE_KEYS = ("yesno", "shape", "colour")  # metric-name forms of ANSWER_TYPES
 
 @dataclass
 class EasyVQAConfig(RunConfig):
-    # One additive hop (the stacked head with hops=1) with five changes from seed 002's stacked head that put its map
+    # One additive hop (the stacked head with hops=1) with six changes from seed 002's stacked head that put its map
     # on the object (each a VQASpec option; docs/studies/vqa-easy-attention.md): the picture reaches the answer only
     # through the map (readout), the scores read what each cell's own pixels are but not where in the cell they lie
-    # (keys), the question gates the glimpse's channels (gate), the scores are sharpened (temperature), and the map is
-    # exactly zero off the cells it picks (normalize: no haze over the background to read a shape from). One hop,
-    # because with two the first read the object and the second could pass it on by where it looked, off the object.
-    # k_dim = 16 halves the step time.
+    # (keys), the question gates the glimpse's channels with a signed gate (gate, gate_form: "is there a red shape"
+    # is then a product of the named colour and the glimpse's, which runs that never learned it settled off the
+    # object), the scores are sharpened (temperature), and the map is exactly zero off the cells it picks (normalize:
+    # no haze over the background to read a shape from). One hop, because with two the first read the object and
+    # the second could pass it on by where it looked, off the object. k_dim = 16 halves the step time.
     model: VQASpec = field(
         default_factory=lambda: VQASpec(
-            k_dim=16, hops=1, readout="last", keys="pixels", gate=True, temperature=0.35, normalize="sparsemax"
+            k_dim=16,
+            hops=1,
+            readout="last",
+            keys="pixels",
+            gate=True,
+            gate_form="linear",
+            temperature=0.35,
+            normalize="sparsemax",
         )
     )
     # The stacked head's score temperature starts at temperature_from and falls geometrically to model.temperature over

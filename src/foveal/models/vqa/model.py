@@ -34,8 +34,8 @@ class VQASpec:
     # stacked(-dot): phi = g * glimpse + v_Q with g = 2 sigmoid(W_g v_Q + b_g), per channel: a shape question can drop
     # the object's colour without looking away from the object
     gate: bool = False
-    # with gate: g = 2 sigmoid(W_g v_Q + b_g) ("sigmoid") or the signed g = W_g v_Q + b_g, b_g from 1 ("linear"): a
-    # yes/no question compares the colour it names with the glimpse's in one sum of products
+    # with gate (ignored without it): g = 2 sigmoid(W_g v_Q + b_g) ("sigmoid") or the signed g = W_g v_Q + b_g, b_g from
+    # 1 ("linear"): a yes/no question compares the colour it names with the glimpse's in one sum of products
     gate_form: Literal["sigmoid", "linear"] = "sigmoid"
     # stacked: every hop's additive score is divided by it; below 1 a hop picks its cells sooner and more sharply
     temperature: float = 1.0
@@ -189,7 +189,6 @@ class VQA(nn.Module):
             for option, fix, bad in (
                 ("readout", "sum", spec.readout != "sum" and getattr(self.head, "readout", "sum") != spec.readout),
                 ("gate", "false", spec.gate and getattr(self.head, "gate", None) is None),
-                ("gate_form", "sigmoid", spec.gate_form != "sigmoid" and getattr(self.head, "gate", None) is None),
                 (
                     "temperature",
                     "1",
