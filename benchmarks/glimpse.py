@@ -20,6 +20,14 @@ Three tables, every row timed against baselines in the same run:
 
 Timing: the candidates of a row run in interleaved rounds and each reports its fastest call (the
 least disturbed estimate on a shared machine). Ratios, not absolute times, are the result.
+
+Roofline: a float32 512^3 GEMM runs in the same interleaved rounds as every row's candidates, and
+each table prints, beside its ratios, the GFLOP/s and % of that GEMM's rate for foveal's candidate
+(the Gaussian glimpse in table 1, the folded product in table 2, the truncated path in table 3)
+and for the baseline where it has FLOPs to count (the einsum; the dense product). FLOPs are
+matmuls and convolutions by torch's counter (``benchmarks/_roofline.py``); element-wise work,
+gathers and ``grid_sample`` are not counted, so for element-wise-bound rows the % is a floor, and
+the STN and the crop, which make no matmuls, get none.
 """
 
 from __future__ import annotations
@@ -109,6 +117,7 @@ def table_methods(sizes, glimpses, channels_list, min_reps, budget, generator) -
     print(header)
     print("|" + "---|" * (4 + len(methods) + 4))
     gemm = gemm_call(generator)
+    peaks: list[float] = []
     results: dict[tuple[str, int, int, int], dict[str, float]] = {}
     for mode in modes:
         for channels in channels_list:
@@ -121,18 +130,24 @@ def table_methods(sizes, glimpses, channels_list, min_reps, budget, generator) -
                         for m in methods
                     }
                     t = best_times({**calls, "gemm": gemm}, min_reps, budget)
+                    peaks.append(gemm_gflops(t["gemm"]))
                     results[mode, channels, size, glimpse] = t
                     ratios = [t["gaussian"] / t["stn"], t["stn-ours"] / t["stn"], t["crop"] / t["stn"]]
                     cells = " | ".join(fmt_ms(t[m]) for m in methods)
                     ratio_cells = " | ".join(f"{r:.2f}" for r in ratios)
-                    line = roofline(count_flops(calls["gaussian"]), t["gaussian"], gemm_gflops(t["gemm"]))
+                    line = roofline(count_flops(calls["gaussian"]), t["gaussian"], peaks[-1])
                     print(f"| {mode} | {channels} | {size} | {glimpse} | {cells} | {ratio_cells} | {line} |")
-    print(
-        "\nroofline: the matmul FLOPs of the Gaussian glimpse by torch's counter, against a float32 512^3 GEMM "
-        "timed in the same rounds"
-    )
+    print_roofline_note("the Gaussian glimpse", peaks, "; stn and crop make no matmuls, so have none")
 
     print_pivots(results, modes, channels_list, sizes, glimpses)
+
+
+def print_roofline_note(what: str, peaks: list[float], aside: str = "") -> None:
+    print(
+        f"\nroofline: the matmul FLOPs of {what} by torch's counter, against a float32 512^3 GEMM timed in "
+        f"the same rounds ({min(peaks):.1f}-{max(peaks):.1f} GFLOP/s over the rows: the spread is the machine's "
+        f"load); element-wise work is not counted, so the % is a floor{aside}"
+    )
 
 
 def print_pivots(results, modes, channels_list, sizes, glimpses) -> None:
@@ -153,8 +168,12 @@ def print_pivots(results, modes, channels_list, sizes, glimpses) -> None:
 
 def table_einsum(cases, min_reps, budget, generator) -> None:
     print("\n## 2. Gaussian product: channels folded into GEMMs vs a 3-operand einsum (forward, ms)\n")
-    print("| C | input | glimpse | folded | einsum | einsum/folded | max abs diff |")
-    print("|---|---|---|---|---|---|---|")
+    print(
+        "| C | input | glimpse | folded | einsum | einsum/folded | max abs diff | folded roofline | einsum roofline |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    gemm = gemm_call(generator)
+    peaks: list[float] = []
     for channels, size, glimpse in cases:
         images = torch.rand(BATCH, channels, size, size, generator=generator)
         p = glimpse_params(size, glimpse, generator)["gaussian"]
@@ -165,21 +184,27 @@ def table_einsum(cases, min_reps, budget, generator) -> None:
             "folded": lambda images=images, Ay=Ay, Ax=Ax: separable(images, Ay, Ax),
             "einsum": lambda images=images, Ay=Ay, Ax=Ax: torch.einsum("bih,bchw,bjw->bcij", Ay, images, Ax),
         }
-        t = best_times(calls, min_reps, budget)
+        t = best_times({**calls, "gemm": gemm}, min_reps, budget)
+        peaks.append(gemm_gflops(t["gemm"]))
         diff = (calls["folded"]() - calls["einsum"]()).abs().max().item()
+        lines = [roofline(count_flops(calls[m]), t[m], peaks[-1]) for m in ("folded", "einsum")]
         print(
             f"| {channels} | {size} | {glimpse} | {fmt_ms(t['folded'])} | {fmt_ms(t['einsum'])} | "
-            f"{t['einsum'] / t['folded']:.2f} | {diff:.1e} |"
+            f"{t['einsum'] / t['folded']:.2f} | {diff:.1e} | {lines[0]} | {lines[1]} |"
         )
+    print_roofline_note("each product (the einsum's as torch contracts it)", peaks)
 
 
 def table_truncated(cases, min_reps, budget, generator) -> None:
     print("\n## 3. Zoomed-in glimpses: truncated support vs dense (ms; speed-up = dense / truncated)\n")
     print(
         "| C | input | glimpse | std px | fwd dense | fwd trunc | speed-up "
-        "| fwd+bwd dense | fwd+bwd trunc | speed-up | max abs err |"
+        "| fwd+bwd dense | fwd+bwd trunc | speed-up | max abs err "
+        "| fwd dense roofline | fwd trunc roofline | fwd+bwd dense roofline | fwd+bwd trunc roofline |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|" + "---|" * 15)
+    gemm = gemm_call(generator)
+    peaks: list[float] = []
     for channels, size, glimpse, std in cases:
         images = torch.rand(BATCH, channels, size, size, generator=generator) * 2 - 1
         first = torch.rand(BATCH, 2, generator=generator) * (size - glimpse)
@@ -194,14 +219,20 @@ def table_truncated(cases, min_reps, budget, generator) -> None:
                 out.sum().backward()
             return out
 
-        fwd = best_times({"dense": lambda: call(False, False), "trunc": lambda: call(True, False)}, min_reps, budget)
-        bwd = best_times({"dense": lambda: call(False, True), "trunc": lambda: call(True, True)}, min_reps, budget)
+        lines, times = [], {}
+        for backward in (False, True):
+            calls = {"dense": lambda b=backward: call(False, b), "trunc": lambda b=backward: call(True, b)}
+            t = times[backward] = best_times({**calls, "gemm": gemm}, min_reps, budget)
+            peaks.append(gemm_gflops(t["gemm"]))
+            lines += [roofline(count_flops(calls[m]), t[m], peaks[-1]) for m in ("dense", "trunc")]
+        fwd, bwd = times[False], times[True]
         err = (call(True, False) - call(False, False)).abs().max().item()
         print(
             f"| {channels} | {size} | {glimpse} | {std} | {fmt_ms(fwd['dense'])} | {fmt_ms(fwd['trunc'])} | "
             f"{fwd['dense'] / fwd['trunc']:.1f} | {fmt_ms(bwd['dense'])} | {fmt_ms(bwd['trunc'])} | "
-            f"{bwd['dense'] / bwd['trunc']:.1f} | {err:.1e} |"
+            f"{bwd['dense'] / bwd['trunc']:.1f} | {err:.1e} | {' | '.join(lines)} |"
         )
+    print_roofline_note("each path", peaks, "; the truncated path's FLOPs are those of its window, not the image")
 
 
 def main() -> None:
