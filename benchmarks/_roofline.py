@@ -13,6 +13,19 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 GEMM_SIZE = 512  # a square float32 matmul, 0.27 GFLOP: short enough to dodge preemption
+# On a GPU a 512^3 product is over before its launch is paid for; 4096^3 (137 GFLOP) keeps the GPU busy
+GEMM_SIZE_CUDA = 4096
+
+
+def gemm_size(device: torch.device | str = "cpu") -> int:
+    """The side of the square GEMM timed as the roofline on ``device``."""
+    return GEMM_SIZE_CUDA if torch.device(device).type == "cuda" else GEMM_SIZE
+
+
+def synchronize(device: torch.device | str = "cpu") -> None:
+    """Wait for the device's queued work: a GPU call returns before it has run, so timers must wait for it."""
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 def count_flops(call: Callable[[], object]) -> int:
@@ -22,16 +35,19 @@ def count_flops(call: Callable[[], object]) -> int:
     return counter.get_total_flops()
 
 
-def gemm_call(generator: torch.Generator | None = None) -> Callable[[], torch.Tensor]:
-    """A ``GEMM_SIZE``-cubed float32 matmul to time beside the arms."""
-    a = torch.randn(GEMM_SIZE, GEMM_SIZE, generator=generator)
-    b = torch.randn(GEMM_SIZE, GEMM_SIZE, generator=generator)
+def gemm_call(
+    generator: torch.Generator | None = None, device: torch.device | str = "cpu"
+) -> Callable[[], torch.Tensor]:
+    """A :func:`gemm_size`-cubed float32 matmul on ``device`` to time beside the arms."""
+    size = gemm_size(device)
+    a = torch.randn(size, size, generator=generator).to(device)
+    b = torch.randn(size, size, generator=generator).to(device)
     return lambda: a @ b
 
 
-def gemm_gflops(seconds: float) -> float:
-    """The GEMM's rate for one timed call."""
-    return 2 * GEMM_SIZE**3 / seconds / 1e9
+def gemm_gflops(seconds: float, device: torch.device | str = "cpu") -> float:
+    """The GEMM's rate for one timed call on ``device``."""
+    return 2 * gemm_size(device) ** 3 / seconds / 1e9
 
 
 def roofline(flops: int, seconds: float, peak_gflops: float) -> str:

@@ -1,6 +1,7 @@
 """Training-step speed with ``loop.compile=true`` against the eager step, measured in the same run.
 
     python benchmarks/compile.py [--threads 1] [--rounds 7] [--only ntm-copy,draw-paper] [--mode MODE] [--out F.jsonl]
+    python benchmarks/compile.py --device cuda [--mode reduce-overhead]
 
 Each case builds one recipe's task twice from the same seed (the same weights and the same batch)
 and times the loop's own step (:meth:`foveal.train.Trainer.step`: forward, loss, backward,
@@ -9,15 +10,18 @@ their time step, the others their forward). The learning rate is 0, so every rou
 same model, and before timing the benchmark checks that the two steps give the same loss.
 
 ``--mode`` is ``loop.compile_mode`` (:data:`foveal.compiling.COMPILE_MODES`); with
-``max-autotune-no-cudagraphs`` inductor times its own matrix-product kernels against the library's.
+``max-autotune-no-cudagraphs`` inductor times its own matrix-product kernels against the library's,
+and with ``reduce-overhead`` (``--device cuda`` only) the compiled graphs are replayed as CUDA graphs,
+one launch for a graph's kernels.
 The compile time is the wall time of the first compiled step. Inductor keeps what it compiled in
 an on-disk cache, so a second run of the benchmark compiles in a fraction of the first's time;
 ``--cold`` points the cache at an empty directory to time a first compile.
 
-Timing: eager, compiled and a float32 512^3 GEMM are timed in interleaved rounds, and each reports
-its fastest round (on a shared machine the least disturbed one). The roofline is the step's matmul
-and convolution FLOPs (torch's counter: element-wise work is not counted, so for small-op-bound
-steps the % is a floor) against that GEMM.
+Timing: eager, compiled and a float32 GEMM (512^3 on the CPU, 4096^3 on a GPU, waiting for the GPU
+after each call) are timed in interleaved rounds, and each reports its fastest round (on a shared
+machine the least disturbed one). ``--device cuda`` runs both steps on the GPU (``loop.device``).
+The roofline is the step's matmul and convolution FLOPs (torch's counter: element-wise work is not
+counted, so for small-op-bound steps the % is a floor) against that GEMM.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from dataclasses import dataclass, field
 import torch
 from torch.utils.data import DataLoader
 
-from _roofline import count_flops, gemm_call, gemm_gflops, roofline
+from _roofline import count_flops, gemm_call, gemm_gflops, gemm_size, roofline, synchronize
 from foveal.compiling import COMPILE_MODES
 from foveal.recipes.config import resolve_config
 from foveal.runs import commit_id, get_recipe
@@ -64,11 +68,13 @@ CASES = {
 }
 
 
-def build(case: Case, compile_step: bool, threads: int, mode: str = "default") -> tuple[Trainer, object]:
-    """A trainer for the case (``loop.lr=0``) and one training batch of the recipe's size."""
+def build(
+    case: Case, compile_step: bool, threads: int, mode: str = "default", device: str = "cpu"
+) -> tuple[Trainer, object]:
+    """A trainer for the case (``loop.lr=0``) on ``device`` and one training batch of the recipe's size."""
     recipe = get_recipe(case.recipe)
     sets = {**case.sets, "loop.lr": "0", "loop.warmup_steps": "0", "loop.compile": str(compile_step).lower()}
-    sets["loop.compile_mode"] = mode
+    sets |= {"loop.compile_mode": mode, "loop.device": device}
     config = resolve_config(recipe, preset=case.preset, sets=sets, seed=0, threads=threads)
     seed_everything(config.seed)
     task = recipe.build(config)
@@ -79,21 +85,25 @@ def build(case: Case, compile_step: bool, threads: int, mode: str = "default") -
         collate_fn=task.collate,
         generator=torch.Generator().manual_seed(0),
     )
-    return Trainer(task, config), next(iter(loader))
+    return Trainer(task, config, torch.device(device)), next(iter(loader))
 
 
-def time_case(case: Case, threads: int, rounds: int, mode: str) -> dict[str, float]:
+def time_case(case: Case, threads: int, rounds: int, mode: str, device: str = "cpu") -> dict[str, float]:
     """Seconds per step (fastest round) of eager and compiled, the compile time, FLOPs and the GEMM peak."""
-    (eager, batch), (compiled, _) = build(case, False, threads), build(case, True, threads, mode)
+    (eager, batch) = build(case, False, threads, device=device)
+    (compiled, _) = build(case, True, threads, mode, device)
     torch.manual_seed(0)  # the same noise for both (DRAW's z, RAM's glimpse locations)
     start = time.perf_counter()
     compiled_loss = compiled.step(batch)["loss"]
+    synchronize(device)
     compile_s = time.perf_counter() - start
     torch.manual_seed(0)
     eager_loss = eager.step(batch)["loss"]
-    if abs(compiled_loss - eager_loss) > 1e-4 * max(1.0, abs(eager_loss)):
+    # On a GPU convolutions take TF32 inputs, whose rounding the two steps may meet in another order
+    tolerance = 1e-3 if device == "cuda" else 1e-4
+    if abs(compiled_loss - eager_loss) > tolerance * max(1.0, abs(eager_loss)):
         raise SystemExit(f"{case.recipe}: compiled loss {compiled_loss} differs from eager {eager_loss}")
-    gemm = gemm_call(torch.Generator().manual_seed(0))
+    gemm = gemm_call(torch.Generator().manual_seed(0), device)
     calls: dict[str, Callable[[], object]] = {
         "eager": lambda: eager.step(batch),
         "compiled": lambda: compiled.step(batch),
@@ -102,13 +112,15 @@ def time_case(case: Case, threads: int, rounds: int, mode: str) -> dict[str, flo
     best = dict.fromkeys(calls, float("inf"))
     for _ in range(rounds):
         for name, call in calls.items():
+            synchronize(device)
             start = time.perf_counter()
             call()
+            synchronize(device)
             best[name] = min(best[name], time.perf_counter() - start)
     # Counted on the eager step (the same matmuls): a compiled call under the counter's dispatch mode
     # would make dynamo give up on the step's code for the rest of the process.
     flops = count_flops(lambda: eager.step(batch))
-    return {**best, "compile_s": compile_s, "flops": flops, "peak": gemm_gflops(best["gemm"])}
+    return {**best, "compile_s": compile_s, "flops": flops, "peak": gemm_gflops(best["gemm"], device)}
 
 
 def main() -> None:
@@ -117,6 +129,7 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--only", default=",".join(CASES), help=f"comma-separated cases of: {', '.join(CASES)}")
     p.add_argument("--mode", default="default", choices=COMPILE_MODES, help="loop.compile_mode of the compiled step")
+    p.add_argument("--device", default="cpu", choices=("cpu", "cuda"), help="loop.device of both steps")
     p.add_argument("--cold", action="store_true", help="compile into an empty inductor cache (first-compile times)")
     p.add_argument("--out", help="append one JSON line per case to this file (results/compile-speed.jsonl)")
     args = p.parse_args()
@@ -127,17 +140,17 @@ def main() -> None:
     unknown = [n for n in names if n not in CASES]
     if unknown:
         p.error(f"unknown case(s) {', '.join(unknown)}; choose from: {', '.join(CASES)}")
-    print(
-        f"training step, eager against loop.compile=true (mode {args.mode}), {args.threads} thread(s), "
-        f"best of {args.rounds} rounds"
-    )
+    if args.device == "cuda" and not torch.cuda.is_available():
+        p.error("--device cuda: no CUDA device is available")
+    where = torch.cuda.get_device_name() if args.device == "cuda" else f"{args.threads} CPU thread(s)"
+    print(f"training step, eager against loop.compile=true (mode {args.mode}), {where}, best of {args.rounds} rounds")
     print(
         f"{'case':>14} {'eager ms':>9} {'compiled ms':>12} {'speed-up':>9} {'target':>7} {'compile s':>10}  "
         "compiled roofline"
     )
     for name in names:
         case = CASES[name]
-        r = time_case(case, args.threads, args.rounds, args.mode)
+        r = time_case(case, args.threads, args.rounds, args.mode, args.device)
         ratio = r["eager"] / r["compiled"]
         mark = "ok" if ratio >= case.target else "below"
         print(
@@ -153,6 +166,7 @@ def main() -> None:
                 "preset": case.preset,
                 "sets": case.sets,
                 "threads": args.threads,
+                "device": where if args.device == "cuda" else "cpu",
                 "compile_mode": args.mode,
                 "rounds": args.rounds,
                 "eager_ms": round(r["eager"] * 1e3, 2),
@@ -169,7 +183,10 @@ def main() -> None:
             }
             with open(args.out, "a") as f:
                 f.write(json.dumps(record) + "\n")
-    print("speed-up = eager time per step / compiled; roofline against a float32 512^3 GEMM timed in the same rounds")
+    size = gemm_size(args.device)
+    print(
+        f"speed-up = eager time per step / compiled; roofline against a float32 {size}^3 GEMM timed in the same rounds"
+    )
 
 
 if __name__ == "__main__":

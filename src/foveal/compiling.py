@@ -29,7 +29,10 @@ from foveal.errors import FovealError
 # torch.compile's modes that foveal passes on: "max-autotune-no-cudagraphs" times inductor's own C++ (or
 # Triton) matrix-product kernels against the library's at each product's sizes and keeps the faster, which pays
 # where small products dominate a step (DRAW, the VQA model); it compiles for minutes rather than seconds.
-COMPILE_MODES = ("default", "max-autotune-no-cudagraphs")
+# "reduce-overhead" (a GPU only) replays each graph as a CUDA graph: one launch instead of one per kernel, which
+# pays where a step is many small kernels (the NTM's).
+COMPILE_MODES = ("default", "max-autotune-no-cudagraphs", "reduce-overhead")
+CUDA_GRAPH_MODES = ("reduce-overhead",)
 
 
 @functools.cache
@@ -66,10 +69,12 @@ def compile_model(model: nn.Module, mode: str = "default") -> nn.Module:
         >>> is_compiled(model), list(model.state_dict())
         (True, ['weight', 'bias'])
     """
-    if any(p.device.type == "cpu" for p in model.parameters()):
-        _check_cpu_compiler()
     if mode not in COMPILE_MODES:
         raise ValueError(f"the compile mode must be one of {', '.join(COMPILE_MODES)}, got {mode!r}")
+    if any(p.device.type == "cpu" for p in model.parameters()):
+        if mode in CUDA_GRAPH_MODES:
+            raise FovealError(f"loop.compile_mode={mode} replays CUDA graphs: it needs loop.device=cuda")
+        _check_cpu_compiler()
     for name in compiled_methods(model):
         setattr(model, name, MethodType(_compiled(getattr(type(model), name), mode), model))
     per_call = getattr(type(model), "compiled_steps_per_call", None)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import re
 
 import pytest
 import torch
@@ -158,3 +159,8 @@ def test_compile_mode_reaches_torch_compile_and_an_unknown_one_is_refused(monkey
     assert seen == ["max-autotune-no-cudagraphs"]
     with pytest.raises(ValueError, match="compile mode must be one of default, max-autotune-no-cudagraphs"):
         compile_model(nn.Linear(2, 2), "max-autotune")
+
+
+def test_cuda_graphs_are_refused_on_the_cpu_with_the_key_to_change():
+    with pytest.raises(ValueError, match=re.escape("loop.compile_mode=reduce-overhead replays CUDA graphs")):
+        compile_model(nn.Linear(2, 2), "reduce-overhead")

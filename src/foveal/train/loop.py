@@ -20,7 +20,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader
 
-from foveal.compiling import compile_count, compile_model
+from foveal.compiling import CUDA_GRAPH_MODES, compile_count, compile_model
 from foveal.errors import CheckpointError, NonFiniteError
 from foveal.specs import flatten
 from foveal.train import checkpoint as ckpt
@@ -155,6 +155,9 @@ class Trainer:
         for callback in self.task.callbacks:
             callback.on_step_begin(self.step_count + 1)
         compiled = compile_count() if self.config.loop.compile else 0
+        if self.config.loop.compile and self.config.loop.compile_mode in CUDA_GRAPH_MODES:
+            # A new step: the CUDA graphs may reuse the memory of the last step's outputs, which no one holds now
+            torch.compiler.cudagraph_mark_step_begin()
         start = time.perf_counter()
         loss, metrics = self.task.loss(self.net, batch)
         self.optimizer.zero_grad(set_to_none=True)

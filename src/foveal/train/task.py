@@ -61,7 +61,8 @@ class LoopConfig:
     # torch.compile the model (a recurrent model its time step; foveal.compiling): the first steps compile
     compile: bool = False
     # torch.compile's mode (foveal.compiling.COMPILE_MODES): "max-autotune-no-cudagraphs" also picks each matrix
-    # product's fastest kernel, for a faster step after a longer compile
+    # product's fastest kernel, for a faster step after a longer compile; "reduce-overhead" (loop.device=cuda)
+    # replays the graphs as CUDA graphs
     compile_mode: str = "default"
     ddp_find_unused: bool = False  # under torchrun: True if some parameters get no gradient in a step
 
