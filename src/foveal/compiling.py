@@ -2,9 +2,9 @@
 
 A model compiles one method: ``forward`` by default, or the one its class names in
 ``compiled_method`` (a name, or a tuple of names each compiled on its own). Recurrent models compile
-a step or a few: DRAW names its ``step``, one drawing step is one graph; the NTM names its ``step``
-(called once, on the start state) and ``steps``, a run of ``steps_per_call`` time steps, which
-:func:`compile_model` sets to the class's ``compiled_steps_per_call``. Their Python time loop calls
+a step or a few: the NTM names its ``step`` (called once, on the start state) and ``steps``, a run of
+``steps_per_call`` time steps, which :func:`compile_model` sets to the class's ``compiled_steps_per_call``;
+DRAW names ``run_steps``, a run of drawing steps, and ``step`` for the steps left over. Their Python time loop calls
 the graphs, so a sequence of any length runs the same graphs and nothing is recompiled per length
 (compiling an unrolled sequence would compile every length anew, and the compile time would grow
 with it).

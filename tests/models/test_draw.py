@@ -15,7 +15,7 @@ import torch
 from torch import Tensor
 from torch.distributions import Bernoulli, Normal, kl_divergence
 
-from foveal.models.draw import DRAW, DRAWSpec
+from foveal.models.draw import DRAW, ROW_MULTIPLE, DRAWSpec
 from foveal.registry import MODELS
 
 # -- a literal reference ------------------------------------------------------------------------
@@ -454,3 +454,28 @@ def test_a_spec_and_single_options_build_the_same_model():
         assert torch.equal(p, q), name
     with pytest.raises(ValueError, match="did you mean 'z_size'"):
         DRAW((6, 5), 1, z_siz=3)
+
+
+@pytest.mark.parametrize("steps_per_call", [2, 3, 5])
+def test_runs_of_steps_change_no_output(steps_per_call):
+    torch.manual_seed(0)
+    model = DRAW((8, 7), 1, steps=6, enc_size=10, dec_size=9, z_size=3, read_size=2, write_size=3).double()
+    x = (torch.rand(4, 1, 8, 7, generator=torch.Generator().manual_seed(1)) > 0.5).double()
+    noise = torch.randn(6, 4, 3, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    one_at_a_time = model(x, noise=noise)
+    model.steps_per_call = steps_per_call
+    in_runs = model(x, noise=noise)
+    recorded = model(x, noise=noise, return_steps=True)  # recorded steps run one per call
+    for name in ("logits", "nll", "kl", "log_weight"):
+        torch.testing.assert_close(getattr(in_runs, name), getattr(one_at_a_time, name), rtol=0, atol=0, msg=name)
+        torch.testing.assert_close(getattr(recorded, name), getattr(one_at_a_time, name), rtol=0, atol=0, msg=name)
+
+
+def test_stacked_weights_are_padded_with_zero_rows():
+    model = DRAW((8, 7), 1, steps=2, enc_size=10, dec_size=9, z_size=3, read_size=2, write_size=3)
+    weights = model._stacked(torch.zeros(1, 1, 8, 7))
+    used_enc, used_dec = 2 * 3 + 4 * 10, sum(weights.splits[:-1])
+    for W, b, used in ((weights.W_enc, weights.b_enc, used_enc), (weights.W_dec, weights.b_dec, used_dec)):
+        assert W.shape[0] % ROW_MULTIPLE == 0 and W.shape[0] == b.shape[0] >= used
+        assert not W[used:].any() and not b[used:].any()
+    assert weights.splits[:-1] == (9, 5, 5, 40, 36)

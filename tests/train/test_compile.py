@@ -73,6 +73,19 @@ def test_compiled_draw_step_matches_eager():
     _assert_same_step(eager, compiled, lambda m: m.negative_elbo(x, noise=noise))
 
 
+def test_compiled_draw_runs_of_steps_match_eager():
+    torch.manual_seed(0)
+    eager = DRAW((8, 7), 1, steps=6, enc_size=10, dec_size=9, z_size=3, read_size=2, write_size=3)
+    compiled = compile_model(copy.deepcopy(eager))
+    assert compiled_methods(compiled) == ("step", "run_steps") and is_compiled(compiled)
+    assert compiled.steps_per_call == DRAW.compiled_steps_per_call > 1 and eager.steps_per_call == 1
+    # Two steps per call: step 0 eager, step 1 the one-step graph left over, steps 2-5 two runs of two
+    compiled.steps_per_call = 2
+    x = (torch.rand(5, 1, 8, 7, generator=torch.Generator().manual_seed(2)) > 0.5).float()
+    noise = torch.randn(6, 5, 3, generator=torch.Generator().manual_seed(3))
+    _assert_same_step(eager, compiled, lambda m: m.negative_elbo(x, noise=noise))
+
+
 def test_compiled_model_keeps_its_state_dict_and_a_copy_runs_its_own_weights():
     torch.manual_seed(0)
     model = compile_model(NTM(3, 2, controller_size=6, n_rows=5, n_cols=4))
