@@ -16,6 +16,8 @@ implementations of the same model with the same weights and the same noise
 ``foveal``      ``foveal.models.DRAW.forward``: batched filterbanks, ``x`` and ``x_hat`` in one
                 product pair, and every weight that multiplies ``h_enc_t`` (or ``h_dec_t``)
                 stacked into one matrix, so each step makes four dense products.
+``compiled``    with ``--compiled``: ``foveal`` as ``loop.compile=true`` runs it
+                (:func:`foveal.compiling.compile_model`: runs of drawing steps compiled by inductor).
 
 Without attention only ``batched`` (modules) and ``foveal`` are timed; ``foveal`` also computes
 the ``W x`` half of the encoder's input product once instead of ``T`` times.
@@ -30,6 +32,7 @@ Ratios, not absolute times, are the result.
 from __future__ import annotations
 
 import argparse
+import copy
 import dataclasses
 import platform
 import time
@@ -40,6 +43,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from _roofline import count_flops, gemm_call, gemm_gflops, roofline
+from foveal.compiling import compile_model
 from foveal.glimpse.gaussian import gaussian_read, gaussian_write
 from foveal.models.draw import DRAW, guard
 from foveal.runs import get_recipe
@@ -160,6 +164,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="T = 16 instead of 64 (same widths)")
+    parser.add_argument("--compiled", action="store_true", help="also time foveal's step compiled (loop.compile)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     sizes = QUICK if args.quick else PAPER
@@ -192,11 +197,17 @@ def main() -> None:
         for name, value in losses.items():  # same model, same noise: the same loss
             assert abs(value - ref) <= 1e-4 * abs(ref), (name, value, ref)
         steps = {name: make_step(model, f, x) for name, f in forwards.items()}
+        if args.compiled:  # a copy: compiling binds the compiled step to the model it is given
+            forwards["compiled"] = forwards["foveal"]
+            steps["compiled"] = make_step(compile_model(copy.deepcopy(model)), forwards["foveal"], x)
         best = time_rounds({**steps, "gemm": gemm}, args.rounds)
         for name in reversed(list(forwards)):
             cpu, wall = best[name]
             ratio, rate = cpu / best["foveal"][0], args.batch / cpu
             print(f"{attention!s:>9} {name:>14} {cpu * 1e3:9.1f} {wall * 1e3:9.1f} {rate:9.1f} {ratio:9.2f}x")
+        if args.compiled:
+            public = min(best[name][0] for name in ("batched", "per-sample") if name in best)
+            print(f"{'':>9} {'compiled':>14} {public / best['compiled'][0]:.2f}x the fastest public-style step")
         flops = count_flops(steps["foveal"])
         peak = gemm_gflops(best["gemm"][0])
         print(

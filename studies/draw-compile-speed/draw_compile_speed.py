@@ -1,7 +1,7 @@
 """DRAW's training step at the paper's configuration: the eager step as of a baseline commit against today's.
 
     python studies/draw-compile-speed/draw_compile_speed.py [--base 9d9ac67] [--threads 1] [--rounds 5]
-        [--per-call 8] [--mode default]
+        [--per-call 9] [--mode default]
 
 ``benchmarks/compile.py`` times today's eager step against today's compiled one; once the compiled step's
 speed comes partly from code that the eager step runs too, that ratio no longer says how far it moved from
@@ -51,7 +51,7 @@ def main() -> None:
     p.add_argument("--base", default="9d9ac67")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--rounds", type=int, default=5)
-    p.add_argument("--per-call", default="8", help="comma-separated steps per compiled call")
+    p.add_argument("--per-call", default="9", help="comma-separated steps per compiled call")
     p.add_argument("--mode", default="default")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
