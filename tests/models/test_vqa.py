@@ -165,6 +165,28 @@ def test_question_encoder_compiles_in_one_graph_with_the_eager_results() -> None
     torch.testing.assert_close(compiled(question, length), encoder.states(question, length))
 
 
+def test_compiled_grouped_answering_matches_eager_and_stops_recompiling_for_new_question_counts() -> None:
+    # The most questions a picture has sizes a tensor: it reaches the graph as a number (dynamic after the
+    # second count), not read from a tensor inside it, which made the rest of forward recompile every step.
+    from foveal.compiling import compile_count, compile_model
+
+    torch.manual_seed(0)
+    eager = VQA(VOCAB, ANSWERS, head="stacked", hops=2, **SMALL)
+    compiled = compile_model(VQA(VOCAB, ANSWERS, head="stacked", hops=2, **SMALL))
+    compiled.load_state_dict(eager.state_dict())
+    images, question, length = inputs(batch=8)
+    # at most 2, 3, 5 and 6 questions on one picture (not 4: a count equal to the 4 pictures is a case of its own)
+    layouts = ([0, 0, 1, 1, 2, 2, 3, 3], [0, 0, 0, 1, 1, 2, 3, 3], [0, 0, 0, 0, 0, 2, 3, 3], [0, 1, 1, 1, 1, 1, 1, 3])
+    counts = []
+    for layout in layouts:
+        image_index = torch.tensor(layout)
+        out = compiled(images[:4], question, length, image_index=image_index)
+        assert_close(out.logits, eager(images[:4], question, length, image_index=image_index).logits)
+        out.logits.sum().backward()
+        counts.append(compile_count())
+    assert counts[2] == counts[3], f"compiled again for another question count: {counts}"
+
+
 def test_grid_encoder_pools_to_the_grid_and_rejects_bad_sizes() -> None:
     assert GridEncoder((4, 4, 4), grid=8)(torch.randn(2, 3, 64, 64)).shape == (2, 4, 8, 8)
     assert GridEncoder((4, 4), grid=16, stem_stride=2)(torch.randn(2, 3, 64, 64)).shape == (2, 4, 16, 16)

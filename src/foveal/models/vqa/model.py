@@ -104,6 +104,14 @@ def _slot_in_picture(image_index: Tensor, pictures: int) -> Tensor:
     return slot
 
 
+@torch.compiler.disable
+def _slots_in_pictures(image_index: Tensor, pictures: int) -> tuple[Tensor, int]:
+    """:func:`_slot_in_picture` and the most questions a picture has. Run eagerly under ``torch.compile``: the
+    count sizes a tensor, so the graph takes it as a number rather than reading it from a tensor inside."""
+    slot = _slot_in_picture(image_index, pictures)
+    return slot, int(slot.max()) + 1
+
+
 @MODELS.register("vqa")
 class VQA(nn.Module):
     """CNN grid + LSTM question + attention head + answer MLP (seeds 000 and 002).
@@ -296,9 +304,9 @@ class VQA(nn.Module):
             - output: :class:`HeadOutput` per question, ``phi`` ``(B, d)``, ``weights`` ``(B, hops, N)``,
               ``regions`` ``(B, N, d)`` when ``pooled`` (the candidate boxes need them), else None
         """
-        slot = _slot_in_picture(image_index, V.shape[0])
+        slot, slots = _slots_in_pictures(image_index, V.shape[0])
         questions = self.question_encoder(question, length)
-        v_Q = questions.new_zeros(V.shape[0], int(slot.max()) + 1, questions.shape[-1])
+        v_Q = questions.new_zeros(V.shape[0], slots, questions.shape[-1])
         v_Q[image_index, slot] = questions
         out = self.head(V, v_Q, HeadInputs(keys=keys))
         weights = None if out.weights is None else out.weights[image_index, slot]
