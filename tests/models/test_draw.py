@@ -15,7 +15,7 @@ import torch
 from torch import Tensor
 from torch.distributions import Bernoulli, Normal, kl_divergence
 
-from foveal.models.draw import DRAW, ROW_MULTIPLE, DRAWSpec
+from foveal.models.draw import DRAW, DRAWSpec
 from foveal.registry import MODELS
 
 # -- a literal reference ------------------------------------------------------------------------
@@ -469,13 +469,3 @@ def test_runs_of_steps_change_no_output(steps_per_call):
     for name in ("logits", "nll", "kl", "log_weight"):
         torch.testing.assert_close(getattr(in_runs, name), getattr(one_at_a_time, name), rtol=0, atol=0, msg=name)
         torch.testing.assert_close(getattr(recorded, name), getattr(one_at_a_time, name), rtol=0, atol=0, msg=name)
-
-
-def test_stacked_weights_are_padded_with_zero_rows():
-    model = DRAW((8, 7), 1, steps=2, enc_size=10, dec_size=9, z_size=3, read_size=2, write_size=3)
-    weights = model._stacked(torch.zeros(1, 1, 8, 7))
-    used_enc, used_dec = 2 * 3 + 4 * 10, sum(weights.splits[:-1])
-    for W, b, used in ((weights.W_enc, weights.b_enc, used_enc), (weights.W_dec, weights.b_dec, used_dec)):
-        assert W.shape[0] % ROW_MULTIPLE == 0 and W.shape[0] == b.shape[0] >= used
-        assert not W[used:].any() and not b[used:].any()
-    assert weights.splits[:-1] == (9, 5, 5, 40, 36)

@@ -59,20 +59,6 @@ def guard(value: Tensor, limit: float = LOG_LIMIT) -> Tensor:
     return value.clamp(-limit, limit)
 
 
-ROW_MULTIPLE = 32
-"""The stacked weights get zero rows up to a multiple of this many outputs: at the paper's sizes the
-CPU's matrix products run 5-10% faster on 2112 or 1248 outputs than on 2083 or 1224 (one thread, batch
-64, forward and both backward products), and the extra outputs are zero and dropped."""
-
-
-def _pad_rows(weight: Tensor, bias: Tensor, multiple: int = ROW_MULTIPLE) -> tuple[Tensor, Tensor]:
-    """``weight`` and ``bias`` with zero rows appended up to a multiple of ``multiple`` rows."""
-    pad = -weight.shape[0] % multiple
-    if pad == 0:
-        return weight, bias
-    return torch.cat([weight, weight.new_zeros(pad, weight.shape[1])]), torch.cat([bias, bias.new_zeros(pad)])
-
-
 @dataclass
 class DRAWSpec:
     """The options of :class:`DRAW`, each with its default (the paper's MNIST model)."""
@@ -107,7 +93,7 @@ class DRAWWeights(NamedTuple):
     b_enc: Tensor
     W_dec: Tensor
     b_dec: Tensor
-    splits: tuple[int, ...]  # the blocks of W_dec's output (see DRAW._split_dec), the zero rows' last
+    splits: tuple[int, ...]  # the blocks of W_dec's output (see DRAW._split_dec)
 
 
 class DRAWOutput(NamedTuple):
@@ -291,9 +277,6 @@ class DRAW(nn.Module):
         b_dec = torch.cat([self.write_patch.bias, *heads_b, torch.zeros_like(enc.bias_ih), dec.bias_hh + dec.bias_ih])
         splits = (self.write_patch.out_features, *((5, 5) if self.attention else ()), 4 * enc.hidden_size)
         splits = (*splits, 4 * dec.hidden_size)
-        W_enc, b_enc = _pad_rows(W_enc, b_enc)
-        W_dec, b_dec = _pad_rows(W_dec, b_dec)
-        splits = (*splits, W_dec.shape[0] - sum(splits))
         W_read = enc.weight_ih[:, :r]
         enc_from_x = None
         if not self.attention:  # [x, x_hat]: the x half of the encoder's input product is constant
@@ -311,7 +294,7 @@ class DRAW(nn.Module):
     def _split_dec(
         self, out: Tensor, splits: tuple[int, ...]
     ) -> tuple[Tensor, Tensor | None, Tensor | None, Tensor, Tensor]:
-        parts = out.split(splits, dim=1)[:-1]  # the zero rows' block is dropped
+        parts = out.split(splits, dim=1)
         if self.attention:
             patch, write_p, read_p, enc_from_dec, dec_rec = parts
             return patch, write_p, read_p, enc_from_dec, dec_rec
@@ -337,7 +320,7 @@ class DRAW(nn.Module):
         dec_out = F.linear(h_dec, weights.W_dec, weights.b_dec)
         patch, write_p, read_p, enc_from_dec, dec_rec = self._split_dec(dec_out, weights.splits)
         canvas = state.canvas + self.write(patch, write_p)
-        enc_in = enc_out[:, 2 * Z : 2 * Z + enc_from_dec.shape[1]] + enc_from_dec
+        enc_in = enc_out[:, 2 * Z :] + enc_from_dec
         if weights.enc_from_x is not None:
             enc_in = enc_in + weights.enc_from_x
         return DRAWState(canvas, c_enc, c_dec, enc_in, dec_rec, read_p), torch.stack([mu, log_sigma]), z, write_p
@@ -398,8 +381,7 @@ class DRAW(nn.Module):
         weights = self._stacked(x)
         dec_out = weights.b_dec.expand(B, -1)  # W_dec h_dec_0 + b with h_dec_0 = 0
         _, _, read_p, enc_from_dec, dec_rec = self._split_dec(dec_out, weights.splits)
-        # W_enc h_enc_0 + b with h_enc_0 = 0
-        enc_in = weights.b_enc[2 * self.z_size : 2 * self.z_size + enc_from_dec.shape[1]].expand(B, -1) + enc_from_dec
+        enc_in = weights.b_enc[2 * self.z_size :].expand(B, -1) + enc_from_dec  # W_enc h_enc_0 + b, h_enc_0 = 0
         if weights.enc_from_x is not None:
             enc_in = enc_in + weights.enc_from_x
         state = DRAWState(

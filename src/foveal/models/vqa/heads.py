@@ -104,9 +104,8 @@ class VQAHead(nn.Module):
 
 
 class HeadFactory(Protocol):
-    """``factory(dim, *, k_dim, hops, heads, layer_dims, readout, gate, gate_form, temperature, normalize, relate)
-    -> VQAHead``;
-    a factory takes what it needs and ignores the rest (``**_``)."""
+    """``factory(dim, *, k_dim, hops, heads, layer_dims, readout, gate, gate_form, temperature, normalize,
+    relate) -> VQAHead``; a factory takes what it needs and ignores the rest (``**_``)."""
 
     def __call__(
         self,
@@ -199,10 +198,9 @@ class StackedHead(VQAHead):
             (``"last"``) or ``g * sum_k v_filt_k + v_Q`` (``"sum"``); the hops' queries are unchanged.
             A question that needs one property of the object (its shape) can then drop the others
             (its colour) without looking away from it.
-        gate_form: ``"sigmoid"`` (the ``g`` above) or ``"linear"``: ``g = W_g v_Q + b_g``, ``b_g`` starting
-            at 1, a signed product of question and glimpse (the Hadamard fusion of later VQA models).
-            "Is there a red shape?" is then one sum of products, the named colour times the glimpse's,
-            where a gate between 0 and 2 can only weaken the other colours.
+        gate_form: ``"sigmoid"`` (the ``g`` above) or ``"linear"``: ``g = W_g v_Q + b_g``, ``b_g`` from 1, a
+            signed product of question and glimpse (the Hadamard fusion of later VQA models): "is there a
+            red shape?" is then one sum of products, the named colour times the glimpse's.
         temperature: every hop's additive score is divided by it, ``e_i = (w_a^T z_i + b_a) / T``:
             below 1 a hop's map is sharper for the same ``w_a``, and its logits move ``1 / T`` times
             faster under Adam, so a hop picks its cells instead of spreading over the background.
@@ -220,17 +218,14 @@ class StackedHead(VQAHead):
         gate_form: str = "sigmoid",
     ) -> None:
         super().__init__()
-        if readout not in READOUTS:
-            raise ValueError(f"readout must be one of {', '.join(READOUTS)}, got {readout!r}")
-        if gate_form not in GATE_FORMS:
-            raise ValueError(f"gate_form must be one of {', '.join(GATE_FORMS)}, got {gate_form!r}")
-        self.attention, self.readout = attention, readout
+        for option, value, choices in (("readout", readout, READOUTS), ("gate_form", gate_form, GATE_FORMS)):
+            if value not in choices:
+                raise ValueError(f"{option} must be one of {', '.join(choices)}, got {value!r}")
+        self.attention, self.readout, self.gate_form = attention, readout, gate_form
         self.normalize = attention.normalize
         self.gate = nn.Linear(attention.dim, attention.dim) if gate else None
-        self.gate_form = gate_form
         if self.gate is not None and gate_form == "linear":
-            with torch.no_grad():
-                self.gate.bias.fill_(1.0)  # g = 1 + W_g v_Q: the plain sum v_filt + v_Q, give or take
+            nn.init.ones_(self.gate.bias)  # g = 1 + W_g v_Q: the plain sum v_filt + v_Q, give or take
         for hop in attention.hops:
             if hop.score == "additive":  # wrapped at 1 too, so a schedule can change it during training
                 hop.w_a = _DividedLinear(hop.w_a, 1.0)
