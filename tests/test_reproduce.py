@@ -23,11 +23,15 @@ class Cell(NamedTuple):
     preset: str
     sets: dict[str, str]
     margins: dict[str, float]  # metric -> how far outside the stored seeds' range the new run may land
+    # the seeds whose range counts (None: every seed on file); a seed the docs report as a failure would widen
+    # the range until no regression could leave it
+    seeds: tuple[int, ...] | None = None
 
 
 CELLS = {
     # the VQA model as easy-vqa's quick preset trains it: test accuracy, and the last map's mass on the object
-    "vqa": Cell("easy-vqa-quick", "easy-vqa", "quick", {}, {"acc": 0.01, "mask_mass": 0.05}),
+    # (seeds 0-2: seed 3 reads shape questions off the background, docs/vqa.md)
+    "vqa": Cell("easy-vqa-quick", "easy-vqa", "quick", {}, {"acc": 0.01, "mask_mass": 0.05}, seeds=(0, 1, 2)),
     # two hops that relate on the two-hop shapes questions: one-relation accuracy, hop 1 on X, hop 2 on the answer
     "two-hop": Cell(
         "two-hop-relate",
@@ -63,7 +67,10 @@ def stored_rows(cell: Cell) -> list[dict]:
     return [
         r
         for r in read_results(RESULTS / f"{cell.results}.jsonl")
-        if r["recipe"] == cell.recipe and r["preset"] == cell.preset and r["sets"] == cell.sets
+        if r["recipe"] == cell.recipe
+        and r["preset"] == cell.preset
+        and r["sets"] == cell.sets
+        and (cell.seeds is None or r["seed"] in cell.seeds)
     ]
 
 
