@@ -172,6 +172,25 @@ def test_show_draws_a_shipped_model_without_training(tmp_path, capsys):
     assert not (tmp_path / "index.html").exists()  # only the figures; the gallery is `foveal demo`
 
 
+def test_demo_draws_what_it_can_and_names_a_model_whose_data_are_missing(tmp_path, monkeypatch):
+    from foveal import demo
+    from foveal.errors import DataUnavailableError
+
+    def build(name, sets):
+        if name == "stn":
+            raise DataUnavailableError(
+                "Fashion-MNIST not found; install it with `apt-get install dataset-fashion-mnist`"
+            )
+        return real_build(name, sets)
+
+    real_build = demo.build
+    monkeypatch.setattr(demo, "build", build)
+    result = demo.run_demo(tmp_path / "demo", names=["stn", "ntm-copy"])
+    assert list(result["figures"]) == ["ntm-copy"] and "apt-get install" in result["skipped"]["stn"]
+    page = result["page"].read_text()
+    assert "Not drawn" in page and "dataset-fashion-mnist" in page and 'src="figures/ntm-copy/' in page
+
+
 def test_demo_draws_the_gallery_of_shipped_models(tmp_path, capsys):
     from foveal.demo import run_demo
 

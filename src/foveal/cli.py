@@ -273,6 +273,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     result = run_demo(args.out or "runs/demo", threads=args.threads)
     for name, paths in result["figures"].items():
         print(f"{name}: {len(paths)} figures in {result['seconds'][name]} s", file=sys.stderr)
+    for name, why in result["skipped"].items():
+        print(f"{name}: not drawn: {why}", file=sys.stderr)
     print(f"page: {result['page']}")
     print(f"wall time: {result['seconds']['all']:.1f} s", file=sys.stderr)
     return 0

@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from foveal.errors import DataUnavailableError
 from foveal.viz.report import GallerySection, write_gallery
 from foveal.zoo import available, build, card
 
@@ -36,19 +37,26 @@ def run_demo(
 ) -> dict[str, Any]:
     """Draw every shipped model (or ``names``) into ``out/figures/NAME/`` and write ``out/index.html``.
 
-    Returns ``{"page", "figures", "seconds"}`` (``seconds`` per model and in all; ``page`` None
-    when ``page=False``).
+    A model whose test data are not on this machine (Fashion-MNIST not installed, say) is left out of the
+    figures and named on the page with what to install, and the others are drawn.
+
+    Returns ``{"page", "figures", "seconds", "skipped"}`` (``seconds`` per model and in all; ``page`` None
+    when ``page=False``; ``skipped``: model -> why).
     """
     torch.set_num_threads(threads)
     out = Path(out)
     start = time.monotonic()
-    sections, figures, seconds = [], {}, {}
+    sections, figures, seconds, skipped = [], {}, {}, {}
     shipped = available()  # the page opens with the order of WHAT_IT_SHOWS: VQA attention first
     ordered = [n for n in WHAT_IT_SHOWS if n in shipped] + [n for n in shipped if n not in WHAT_IT_SHOWS]
     for name in names or ordered:
         began = time.monotonic()
         entry = card(name)
-        _, _, task = build(name, entry.check["sets"])
+        try:
+            _, _, task = build(name, entry.check["sets"])
+        except DataUnavailableError as e:
+            skipped[name] = str(e)
+            continue
         if task.show is None:
             continue
         with torch.no_grad():
@@ -67,6 +75,10 @@ def run_demo(
         "Every model foveal ships, on test data it never trained on. Each was trained by the recipe "
         "and command under its pictures; the numbers are its scores on the whole test set."
     )
+    if skipped:
+        intro += " Not drawn, as their test data are not on this machine: " + "; ".join(
+            f"{name} ({why})" for name, why in skipped.items()
+        )
     written = write_gallery(out / "index.html", "foveal: where each model looks", intro, sections) if page else None
     seconds["all"] = round(time.monotonic() - start, 1)
-    return {"page": written, "figures": figures, "seconds": seconds}
+    return {"page": written, "figures": figures, "seconds": seconds, "skipped": skipped}
