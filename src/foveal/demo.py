@@ -75,9 +75,12 @@ def run_demo(
         "Every model foveal ships, on test data it never trained on. Each was trained by the recipe "
         "and command under its pictures; the numbers are its scores on the whole test set."
     )
-    if skipped:
+    if skipped:  # models that miss the same data set share one message
+        by_reason: dict[str, list[str]] = {}
+        for name, why in skipped.items():
+            by_reason.setdefault(why, []).append(name)
         intro += " Not drawn, as their test data are not on this machine: " + "; ".join(
-            f"{name} ({why})" for name, why in skipped.items()
+            f"{', '.join(names)}: {why}" for why, names in by_reason.items()
         )
     written = write_gallery(out / "index.html", "foveal: where each model looks", intro, sections) if page else None
     seconds["all"] = round(time.monotonic() - start, 1)
