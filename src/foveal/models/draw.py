@@ -166,7 +166,7 @@ class DRAW(nn.Module):
     # to ``compiled_steps_per_call``), and ``step``, one step, for the steps left over when ``T - 1`` is not a
     # whole number of calls. Each call of a graph has a fixed cost (guards, the autograd function's wrappers,
     # a backward of its own) that a run of steps pays once. Nine divide the paper's T - 1 = 63 steps; at
-    # its sizes runs of 9 made the compiled training step ~1.2x as fast as one step per call.
+    # its sizes runs of 9 made the compiled training step ~1.15x as fast as one step per call.
     compiled_method = ("step", "run_steps")
     compiled_steps_per_call = 9
     steps_per_call = 1
