@@ -2,6 +2,7 @@
 
     python benchmarks/compile.py [--threads 1] [--rounds 7] [--only ntm-copy,draw-paper] [--mode MODE] [--out F.jsonl]
     python benchmarks/compile.py --device cuda [--mode reduce-overhead]
+    python benchmarks/compile.py --base b1f220c [--only draw-paper,shapes-vqa]
 
 Each case builds one recipe's task twice from the same seed (the same weights and the same batch)
 and times the loop's own step (:meth:`foveal.train.Trainer.step`: forward, loss, backward,
@@ -13,6 +14,12 @@ same model, and before timing the benchmark checks that the two steps give the s
 ``max-autotune-no-cudagraphs`` inductor times its own matrix-product kernels against the library's,
 and with ``reduce-overhead`` (``--device cuda`` only) the compiled graphs are replayed as CUDA graphs,
 one launch for a graph's kernels.
+``--base COMMIT`` also times the eager step of an earlier commit's code in the same rounds: once the
+compiled step's speed comes partly from changes that the eager step runs too, the ratio to today's
+eager step no longer says how far training moved from that commit. The commit's ``src`` (from
+``git archive``) runs in a child process (``_base_eager.py``) that builds the same case from the same
+seed, checks in with its first loss (which must match), and times one step per round when asked.
+
 The compile time is the wall time of the first compiled step. Inductor keeps what it compiled in
 an on-disk cache, so a second run of the benchmark compiles in a fraction of the first's time;
 ``--cold`` points the cache at an empty directory to time a first compile.
@@ -29,10 +36,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 import torch
 from torch.utils.data import DataLoader
@@ -88,8 +98,46 @@ def build(
     return Trainer(task, config, torch.device(device)), next(iter(loader))
 
 
-def time_case(case: Case, threads: int, rounds: int, mode: str, device: str = "cpu") -> dict[str, float]:
-    """Seconds per step (fastest round) of eager and compiled, the compile time, FLOPs and the GEMM peak."""
+class BaseEager:
+    """The eager step of ``commit``'s code, in a child process that times one step per :meth:`__call__`."""
+
+    def __init__(self, case: Case, commit: str, threads: int) -> None:
+        root = Path(__file__).resolve().parents[1]
+        self.source = tempfile.TemporaryDirectory(prefix=f"foveal-{commit}-")
+        archive = subprocess.run(["git", "archive", commit, "src"], cwd=root, capture_output=True, check=False)
+        if archive.returncode:
+            raise SystemExit(f"--base {commit}: git archive failed: {archive.stderr.decode().strip()}")
+        subprocess.run(["tar", "-x", "-C", self.source.name], input=archive.stdout, check=True)
+        spec = {k: v for k, v in asdict(case).items() if k != "target"} | {"threads": threads}
+        env = {**os.environ, "PYTHONPATH": os.path.join(self.source.name, "src")}
+        self.child = subprocess.Popen(
+            [sys.executable, str(Path(__file__).with_name("_base_eager.py")), json.dumps(spec)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        line = self.child.stdout.readline()
+        if not line:
+            raise SystemExit(f"--base {commit}: the eager step of {commit} did not start (its error is above)")
+        self.loss = json.loads(line)["loss"]
+
+    def __call__(self) -> float:
+        self.child.stdin.write("step\n")
+        self.child.stdin.flush()
+        return float(self.child.stdout.readline())
+
+    def close(self) -> None:
+        self.child.stdin.close()
+        self.child.wait()
+        self.source.cleanup()
+
+
+def time_case(
+    case: Case, threads: int, rounds: int, mode: str, device: str = "cpu", base: str | None = None
+) -> dict[str, float]:
+    """Seconds per step (fastest round) of eager, compiled and (with ``base``) the base commit's eager step,
+    the compile time, FLOPs and the GEMM peak."""
     (eager, batch) = build(case, False, threads, device=device)
     (compiled, _) = build(case, True, threads, mode, device)
     torch.manual_seed(0)  # the same noise for both (DRAW's z, RAM's glimpse locations)
@@ -109,7 +157,13 @@ def time_case(case: Case, threads: int, rounds: int, mode: str, device: str = "c
         "compiled": lambda: compiled.step(batch),
         "gemm": gemm,
     }
-    best = dict.fromkeys(calls, float("inf"))
+    base_eager = None
+    if base is not None:
+        base_eager = BaseEager(case, base, threads)
+        if abs(base_eager.loss - eager_loss) > tolerance * max(1.0, abs(eager_loss)):
+            base_eager.close()
+            raise SystemExit(f"{case.recipe}: the loss at {base} ({base_eager.loss}) differs from today's {eager_loss}")
+    best = dict.fromkeys([*calls, *(["base"] if base_eager else [])], float("inf"))
     for _ in range(rounds):
         for name, call in calls.items():
             synchronize(device)
@@ -117,6 +171,10 @@ def time_case(case: Case, threads: int, rounds: int, mode: str, device: str = "c
             call()
             synchronize(device)
             best[name] = min(best[name], time.perf_counter() - start)
+        if base_eager is not None:  # the child times its own step, away from the pipe
+            best["base"] = min(best["base"], base_eager())
+    if base_eager is not None:
+        base_eager.close()
     # Counted on the eager step (the same matmuls): a compiled call under the counter's dispatch mode
     # would make dynamo give up on the step's code for the rest of the process.
     flops = count_flops(lambda: eager.step(batch))
@@ -131,6 +189,7 @@ def main() -> None:
     p.add_argument("--mode", default="default", choices=COMPILE_MODES, help="loop.compile_mode of the compiled step")
     p.add_argument("--device", default="cpu", choices=("cpu", "cuda"), help="loop.device of both steps")
     p.add_argument("--cold", action="store_true", help="compile into an empty inductor cache (first-compile times)")
+    p.add_argument("--base", help="also time the eager step of this commit's code (CPU only)")
     p.add_argument("--out", help="append one JSON line per case to this file (results/compile-speed.jsonl)")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
@@ -142,6 +201,8 @@ def main() -> None:
         p.error(f"unknown case(s) {', '.join(unknown)}; choose from: {', '.join(CASES)}")
     if args.device == "cuda" and not torch.cuda.is_available():
         p.error("--device cuda: no CUDA device is available")
+    if args.device == "cuda" and args.base:
+        p.error("--base times the earlier commit's step on the CPU only")
     where = torch.cuda.get_device_name() if args.device == "cuda" else f"{args.threads} CPU thread(s)"
     print(f"training step, eager against loop.compile=true (mode {args.mode}), {where}, best of {args.rounds} rounds")
     print(
@@ -150,13 +211,18 @@ def main() -> None:
     )
     for name in names:
         case = CASES[name]
-        r = time_case(case, args.threads, args.rounds, args.mode, args.device)
+        r = time_case(case, args.threads, args.rounds, args.mode, args.device, args.base)
         ratio = r["eager"] / r["compiled"]
-        mark = "ok" if ratio >= case.target else "below"
+        # Held to the earlier commit's step when there is one: the eager step the target was set against
+        base_ratio = r["base"] / r["compiled"] if args.base else None
+        mark = "ok" if (base_ratio or ratio) >= case.target else "below"
+        against_base = ""
+        if args.base:
+            against_base = f"; {base_ratio:.2f}x the eager step of {args.base} ({r['base'] * 1e3:.1f} ms)"
         print(
             f"{name:>14} {r['eager'] * 1e3:9.1f} {r['compiled'] * 1e3:12.1f} {ratio:8.2f}x {case.target:5.1f}x "
             f"{r['compile_s']:10.1f}  {r['flops'] / 1e9:.2f} GFLOP/step, "
-            f"{roofline(r['flops'], r['compiled'], r['peak'])}  [{mark}]",
+            f"{roofline(r['flops'], r['compiled'], r['peak'])}{against_base}  [{mark}]",
             flush=True,
         )
         if args.out:
@@ -172,6 +238,8 @@ def main() -> None:
                 "eager_ms": round(r["eager"] * 1e3, 2),
                 "compiled_ms": round(r["compiled"] * 1e3, 2),
                 "speedup": round(ratio, 3),
+                **({"base": args.base, "base_eager_ms": round(r["base"] * 1e3, 2)} if args.base else {}),
+                **({"speedup_vs_base": round(base_ratio, 3)} if args.base else {}),
                 "target": case.target,
                 "compile_s": round(r["compile_s"], 2),
                 "inductor_cache": "cold" if args.cold else "warm",

@@ -143,7 +143,7 @@ def test_masked_question_loop_matches_the_packed_lstm_with_its_gradients(bidirec
     def run(masked: bool) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
         encoder.zero_grad()
         if masked:
-            words, h_n = encoder._masked(encoder.embed(question), length)
+            words, h_n = encoder._masked(question, length)
         else:
             words, h_n = encoder._run(question, length, words=True)
         (words.square().sum() + h_n.sin().sum()).backward()

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
@@ -171,9 +172,9 @@ class QuestionEncoder(nn.Module):
     def _run(self, question: Tensor, length: Tensor, words: bool) -> tuple[Tensor | None, Tensor]:
         """The LSTM's state at every word ``(B, L, directions * hidden)``, zero after ``length`` (None
         unless ``words``), and its final states ``(directions, B, hidden)``."""
-        embedded = self.embed(question)
         if tracing():
-            return self._masked(embedded, length)
+            return self._masked(question, length)
+        embedded = self.embed(question)
         # Packed sequences skip the padding; packing reads the lengths on the host, so a traced graph
         # takes the masked loop instead.
         packed = pack_padded_sequence(embedded, length.cpu(), batch_first=True, enforce_sorted=False)
@@ -182,15 +183,17 @@ class QuestionEncoder(nn.Module):
             return None, h_n
         return pad_packed_sequence(outputs, batch_first=True, total_length=question.shape[1])[0], h_n
 
-    def _masked(self, embedded: Tensor, length: Tensor) -> tuple[Tensor, Tensor]:
+    def _masked(self, question: Tensor, length: Tensor) -> tuple[Tensor, Tensor]:
         """The packed LSTM's results from a loop over every position, with the lengths as a mask.
 
         A state stops changing at its question's end; the backward direction reads each question's
         words last to first (``length - 1 - t``), then its states are put back in word order. One
         graph for every batch of lengths, with the same weights (and results) as the packed path.
+        The input gates ``W_ih e_w + b`` are computed once per vocabulary word and looked up per token:
+        the vocabulary is far smaller than a batch's tokens.
         """
-        batch, words = embedded.shape[:2]
-        position = torch.arange(words, device=embedded.device)
+        batch, words = question.shape
+        position = torch.arange(words, device=question.device)
         real = position < length.unsqueeze(1)  # (B, L)
         # word t of the reversed question; padding stays where it is (the index is its own inverse)
         reverse = torch.where(real, length.unsqueeze(1) - 1 - position, position)
@@ -200,10 +203,9 @@ class QuestionEncoder(nn.Module):
             suffix = "_reverse" if direction else ""
             weight_ih, weight_hh = weights[f"weight_ih_l0{suffix}"], weights[f"weight_hh_l0{suffix}"]
             bias = weights[f"bias_ih_l0{suffix}"] + weights[f"bias_hh_l0{suffix}"]
-            order = reverse.unsqueeze(-1).expand_as(embedded) if direction else None
-            inputs = embedded.gather(1, order) if direction else embedded
-            gates_in = torch.addmm(bias, inputs.flatten(0, 1), weight_ih.t()).view(batch, words, -1)
-            h = c = embedded.new_zeros(batch, weight_hh.shape[1])
+            tokens = question.gather(1, reverse) if direction else question
+            gates_in = F.embedding(tokens, torch.addmm(bias, self.embed.weight, weight_ih.t()))  # (B, L, 4 hidden)
+            h = c = gates_in.new_zeros(batch, weight_hh.shape[1])
             states = []
             for t in range(words):
                 i, f, g, o = torch.addmm(gates_in[:, t], h, weight_hh.t()).chunk(4, dim=1)  # nn.LSTM's order

@@ -259,9 +259,12 @@ class VQA(nn.Module):
         grid_map = add_coords(layers[-1]) if self.grid_coords else layers[-1]
         V = self.project(flatten_grid(grid_map))  # (I, N, d)
         keys = None if self.key_encoder is None else self.key_project(flatten_grid(self.key_encoder(image)))
+        # which picture, and which of its questions, each row is (grouped answering), for pooling boxes per picture
+        grouping: tuple[Tensor, Tensor, int] | None = None
         if image_index is not None and self.head.grouped:
-            out = self._answer_grouped(V, keys, question, length, image_index, pooled=boxes is not None)
-            V = V[image_index] if boxes is not None else V  # pointing pools each question's regions
+            slot, slots = _slots_in_pictures(image_index, V.shape[0])
+            out = self._answer_grouped(V, keys, question, length, image_index, slot, slots)
+            grouping = (image_index, slot, slots)
         else:
             if image_index is not None:  # one question per row: copy each question's picture
                 V = V[image_index]  # (B, N, d)
@@ -277,10 +280,10 @@ class VQA(nn.Module):
         if boxes is not None:
             if self.pointer is None:
                 raise ValueError("boxes given to a VQA model built without pointing=True")
-            check_shape("boxes", boxes, (V.shape[0], None, 4))
+            check_shape("boxes", boxes, (question.shape[0], None, 4))
             regions = V if out.regions is None else out.regions
             pool = box_weights(boxes, (self.covered, self.covered), (self.grid, self.grid))  # (B, K, N)
-            candidate_logits = self.pointer(out.phi.unsqueeze(1), pool @ regions).squeeze(1)  # (B, K)
+            candidate_logits = self.pointer(out.phi.unsqueeze(1), _pool_regions(pool, regions, grouping)).squeeze(1)
             if self.point_by_attention and out.weights is not None:
                 mass = (pool * out.weights[:, -1:]).sum(-1)  # (B, K): the last map's mean weight in each box
                 candidate_logits = candidate_logits + mass.clamp_min(torch.finfo(mass.dtype).tiny).log()
@@ -294,21 +297,49 @@ class VQA(nn.Module):
         )
 
     def _answer_grouped(
-        self, V: Tensor, keys: Tensor | None, question: Tensor, length: Tensor, image_index: Tensor, pooled: bool
+        self,
+        V: Tensor,
+        keys: Tensor | None,
+        question: Tensor,
+        length: Tensor,
+        image_index: Tensor,
+        slot: Tensor,
+        slots: int,
     ) -> HeadOutput:
         """Answer every question against its picture's regions in one pass, on a (pictures, questions
         per picture) layout, instead of copying the regions once per question.
 
         Shape:
-            - V: ``(I, N, d)``; keys: ``(I, N, d)`` or None; question: ``(B, L)``; length, image_index: ``(B,)``
+            - V: ``(I, N, d)``; keys: ``(I, N, d)`` or None; question: ``(B, L)``; length, image_index, slot: ``(B,)``
             - output: :class:`HeadOutput` per question, ``phi`` ``(B, d)``, ``weights`` ``(B, hops, N)``,
-              ``regions`` ``(B, N, d)`` when ``pooled`` (the candidate boxes need them), else None
+              ``regions`` per picture ``(I, N, d)`` (or None)
         """
-        slot, slots = _slots_in_pictures(image_index, V.shape[0])
         questions = self.question_encoder(question, length)
         v_Q = questions.new_zeros(V.shape[0], slots, questions.shape[-1])
         v_Q[image_index, slot] = questions
         out = self.head(V, v_Q, HeadInputs(keys=keys))
         weights = None if out.weights is None else out.weights[image_index, slot]
-        regions = None if out.regions is None or not pooled else out.regions[image_index]
-        return HeadOutput(out.phi[image_index, slot], weights, regions=regions)
+        return HeadOutput(out.phi[image_index, slot], weights, regions=out.regions)
+
+
+def _pool_regions(pool: Tensor, regions: Tensor, grouping: tuple[Tensor, Tensor, int] | None) -> Tensor:
+    """Each question's box-pooled regions, ``pool_b @ regions``, with the regions of its picture when grouped.
+
+    Grouped, the pooling weights go on the (pictures, questions per picture) layout and each picture's
+    questions share one product with its regions: copying the regions once per question would cost a
+    ``(B, N, d)`` copy, and its gradient an outer product over the ``K`` boxes per question.
+
+    Shape:
+        - pool: ``(B, K, N)``; regions: ``(B, N, d)``, or ``(I, N, d)`` with ``grouping`` (image_index,
+          slot, slots)
+        - output: ``(B, K, d)``
+    """
+    if grouping is None:
+        return pool @ regions
+    image_index, slot, slots = grouping
+    _, K, N = pool.shape
+    pictures = regions.shape[0]
+    by_picture = pool.new_zeros(pictures, slots, K, N)
+    by_picture[image_index, slot] = pool
+    pooled = (by_picture.view(pictures, slots * K, N) @ regions).view(pictures, slots, K, -1)
+    return pooled[image_index, slot]
