@@ -1,7 +1,7 @@
 """DRAW's training step at the paper's configuration: the eager step as of a baseline commit against today's.
 
     python studies/draw-compile-speed/draw_compile_speed.py [--base 9d9ac67] [--threads 1] [--rounds 5]
-        [--per-call 9] [--mode default]
+        [--per-call 9] [--mode default] [--profile 3]
 
 ``benchmarks/compile.py`` times today's eager step against today's compiled one; once the compiled step's
 speed comes partly from code that the eager step runs too, that ratio no longer says how far it moved from
@@ -13,7 +13,10 @@ the eager step of an earlier commit. Here one process times, in interleaved roun
 ``compiled k``   today's step with ``loop.compile=true``, ``k`` drawing steps per graph call, for each ``k``
                  of ``--per-call``
 
-The losses of all of them are checked to agree before timing.
+The losses of all of them are checked to agree before timing. ``--profile n`` then runs each arm's step
+``n`` times under ``torch.profiler`` and prints, for the least disturbed of them, how much of the step
+is spent inside the library's matrix products (``mm``, ``addmm``, ``bmm``): the part compiling cannot
+shorten, since inductor calls the same library for them.
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--per-call", default="9", help="comma-separated steps per compiled call")
     p.add_argument("--mode", default="default")
+    p.add_argument("--profile", type=int, default=0, help="profile each arm's step this many times")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     case = CASES["draw-paper"]
@@ -86,6 +90,23 @@ def main() -> None:
     for name, seconds in best.items():
         ratio = base_s / seconds
         print(f"{name:>24} {seconds * 1e3:8.1f} ms  {ratio:5.2f}x the base  first step {compile_s[name]:6.1f} s")
+    if args.profile:
+        print("time in the library's matrix products (profiled step, least disturbed of", args.profile, "runs)")
+        for name, trainer in arms.items():
+            total, products = min(product_time(trainer, batch) for _ in range(args.profile))
+            print(f"{name:>24} {total * 1e3:8.1f} ms, products {products * 1e3:6.1f} ms ({products / total:.0%})")
+
+
+PRODUCTS = ("aten::mm", "aten::addmm", "aten::bmm")
+
+
+def product_time(trainer: object, batch: object) -> tuple[float, float]:
+    """Seconds of one profiled step: all of it (the sum of every op's own time) and the products' share."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        trainer.step(batch)
+    events = prof.key_averages()
+    total = sum(e.self_cpu_time_total for e in events) / 1e6
+    return total, sum(e.self_cpu_time_total for e in events if e.key in PRODUCTS) / 1e6
 
 
 if __name__ == "__main__":
