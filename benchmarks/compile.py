@@ -45,13 +45,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
-from torch.utils.data import DataLoader
 
 from _roofline import count_flops, gemm_call, gemm_gflops, gemm_size, roofline, synchronize
+from _trainer import build_trainer
 from foveal.compiling import COMPILE_MODES
-from foveal.recipes.config import resolve_config
-from foveal.runs import commit_id, get_recipe
-from foveal.train import Trainer, seed_everything
+from foveal.runs import commit_id
+from foveal.train import Trainer
 
 
 @dataclass
@@ -82,20 +81,8 @@ def build(
     case: Case, compile_step: bool, threads: int, mode: str = "default", device: str = "cpu"
 ) -> tuple[Trainer, object]:
     """A trainer for the case (``loop.lr=0``) on ``device`` and one training batch of the recipe's size."""
-    recipe = get_recipe(case.recipe)
-    sets = {**case.sets, "loop.lr": "0", "loop.warmup_steps": "0", "loop.compile": str(compile_step).lower()}
-    sets |= {"loop.compile_mode": mode, "loop.device": device}
-    config = resolve_config(recipe, preset=case.preset, sets=sets, seed=0, threads=threads)
-    seed_everything(config.seed)
-    task = recipe.build(config)
-    loader = DataLoader(
-        task.train_set,
-        batch_size=config.loop.batch_size,
-        shuffle=True,
-        collate_fn=task.collate,
-        generator=torch.Generator().manual_seed(0),
-    )
-    return Trainer(task, config, torch.device(device)), next(iter(loader))
+    sets = {**case.sets, "loop.compile": str(compile_step).lower(), "loop.compile_mode": mode, "loop.device": device}
+    return build_trainer(case.recipe, case.preset, sets, threads, device)
 
 
 class BaseEager:
@@ -203,6 +190,11 @@ def main() -> None:
         p.error("--device cuda: no CUDA device is available")
     if args.device == "cuda" and args.base:
         p.error("--base times the earlier commit's step on the CPU only")
+    if args.base:
+        root = Path(__file__).resolve().parents[1]
+        known = subprocess.run(["git", "rev-parse", "--verify", "--quiet", f"{args.base}^{{commit}}"], cwd=root)
+        if known.returncode:
+            p.error(f"--base {args.base}: not a commit of this repository")
     where = torch.cuda.get_device_name() if args.device == "cuda" else f"{args.threads} CPU thread(s)"
     print(f"training step, eager against loop.compile=true (mode {args.mode}), {where}, best of {args.rounds} rounds")
     print(
