@@ -136,6 +136,17 @@ def test_circular_shift_matches_reference(n_shifts):
     torch.testing.assert_close(circular_shift(w, s), ref_shift(w, s))
 
 
+@pytest.mark.parametrize("n_shifts", [1, 3, 5])
+def test_circular_shift_traced_rolls_match_the_reference_with_gradients(n_shifts, monkeypatch):
+    # While a graph is traced the shift is a sum of rolls instead of one gather: held to the literal sum
+    import foveal.memory.addressing as addressing
+
+    w, s = simplex(B, H, R).requires_grad_(), simplex(B, H, n_shifts).requires_grad_()
+    monkeypatch.setattr(addressing, "tracing", lambda: True)
+    torch.testing.assert_close(circular_shift(w, s), ref_shift(w, s))
+    assert torch.autograd.gradcheck(circular_shift, (w, s))
+
+
 def test_circular_shift_moves_and_wraps():
     w = torch.zeros(1, 1, R)
     w[0, 0, R - 1] = 1.0
