@@ -192,7 +192,9 @@ def main() -> None:
         p.error("--base times the earlier commit's step on the CPU only")
     if args.base:
         root = Path(__file__).resolve().parents[1]
-        known = subprocess.run(["git", "rev-parse", "--verify", "--quiet", f"{args.base}^{{commit}}"], cwd=root)
+        known = subprocess.run(
+            ["git", "rev-parse", "--verify", "--quiet", f"{args.base}^{{commit}}"], cwd=root, capture_output=True
+        )
         if known.returncode:
             p.error(f"--base {args.base}: not a commit of this repository")
     where = torch.cuda.get_device_name() if args.device == "cuda" else f"{args.threads} CPU thread(s)"
