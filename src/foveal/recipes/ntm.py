@@ -357,7 +357,7 @@ _register(
             "blank_rate": 0.05,
             "generalise_lengths": (40, 60, 80, 100, 120),
             "n_eval_long": 500,
-            # the step compiled: 2.2x per step after a ~20 s first compile (benchmarks/compile.py)
+            # the step compiled: about 3.5x per step after a ~20 s first compile (benchmarks/compile.py)
             "loop.compile": True,
         },
         # The LSTM controller the previous full preset used: converges (850-1950 steps),
@@ -368,7 +368,7 @@ _register(
             "model.forget_bias": 3.0,
             "generalise_lengths": (40, 60, 80, 100, 120),
             "n_eval_long": 1000,
-            "loop.compile": True,  # 2.0x per step (benchmarks/compile.py)
+            "loop.compile": True,  # about 2.9x per step (benchmarks/compile.py)
         },
     },
 )
