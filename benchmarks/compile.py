@@ -96,6 +96,7 @@ class BaseEager:
 
     def __init__(self, case: Case, commit: str, threads: int) -> None:
         root = Path(__file__).resolve().parents[1]
+        self.commit = commit
         self.source = tempfile.TemporaryDirectory(prefix=f"foveal-{commit}-")
         archive = subprocess.run(["git", "archive", commit, "src"], cwd=root, capture_output=True, check=False)
         if archive.returncode:
@@ -119,7 +120,10 @@ class BaseEager:
     def __call__(self) -> float:
         self.child.stdin.write("step\n")
         self.child.stdin.flush()
-        return float(self.child.stdout.readline())
+        line = self.child.stdout.readline()
+        if not line:
+            raise SystemExit(f"--base {self.commit}: the earlier commit's eager step stopped (its error is above)")
+        return float(line)
 
     def close(self) -> None:
         self.child.stdin.close()
