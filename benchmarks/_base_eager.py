@@ -1,10 +1,10 @@
 """The eager training step of one benchmark case, served to ``benchmarks/compile.py --base COMMIT``.
 
-Runs in a child process whose ``foveal`` is the source of an earlier commit (a git worktree on
-``PYTHONPATH``), so it uses only what every commit since the loop's redesign has: a recipe, its
-config, the loop's ``Trainer`` (``_trainer.py``). It builds the case as ``compile.py`` builds its eager
-step (the same seed, weights and batch), prints the first step's loss, then times one step for each line it
-reads and prints the seconds. ``compile.py`` interleaves these rounds with its own.
+Runs in a child process whose ``foveal`` is the source of an earlier commit (its ``src``, unpacked from ``git
+archive`` and put on ``PYTHONPATH``), so it uses only what every commit since the loop's redesign has: a
+recipe, its config, the loop's ``Trainer`` (``_trainer.py``). It builds the case as ``compile.py`` builds its
+eager step (the same seed, weights and batch), prints the first step's loss, then times one step for each line
+it reads and prints the seconds. ``compile.py`` interleaves these rounds with its own.
 
     python benchmarks/_base_eager.py '{"recipe": "draw", "preset": null, "sets": {...}, "threads": 1}'
 """

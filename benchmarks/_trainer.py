@@ -1,5 +1,5 @@
-"""One recipe's training step, built the same way by every benchmark that times it (and by ``_base_eager.py``
-in an earlier commit's source: it uses only what the loop has had since its redesign)."""
+"""One recipe's training step, built one way for ``compile.py`` and for ``_base_eager.py``, which runs it against
+an earlier commit's source: it uses only what the loop has had since its redesign."""
 
 from __future__ import annotations
 
