@@ -14,16 +14,22 @@ from foveal.train.task import LoopConfig
 def build_optimizer(params: Iterable[nn.Parameter], loop: LoopConfig) -> torch.optim.Optimizer:
     """Adam, AdamW or RMSprop (with momentum) as ``loop.optimizer`` says.
 
+    With ``loop.compile`` Adam and AdamW update each weight in one fused kernel (PyTorch's ``fused=True``),
+    as a compiled optimiser step would, instead of a dozen element-wise passes per weight: 0.17 ms instead
+    of 0.89 for shapes-vqa's weights, 0.50 instead of 1.82 for DRAW's, one thread. It rounds differently in
+    the last bit, so the eager step keeps the reference update.
+
     Example:
         >>> opt = build_optimizer(nn.Linear(2, 1).parameters(), LoopConfig(optimizer="rmsprop", momentum=0.9))
         >>> type(opt).__name__, opt.defaults["momentum"]
         ('RMSprop', 0.9)
     """
     params = list(params)
+    fused = True if loop.compile else None
     if loop.optimizer == "adam":
-        return torch.optim.Adam(params, lr=loop.lr, weight_decay=loop.weight_decay)
+        return torch.optim.Adam(params, lr=loop.lr, weight_decay=loop.weight_decay, fused=fused)
     if loop.optimizer == "adamw":
-        return torch.optim.AdamW(params, lr=loop.lr, weight_decay=loop.weight_decay)
+        return torch.optim.AdamW(params, lr=loop.lr, weight_decay=loop.weight_decay, fused=fused)
     if loop.optimizer == "rmsprop":
         return torch.optim.RMSprop(
             params,

@@ -204,11 +204,13 @@ class QuestionEncoder(nn.Module):
             weight_ih, weight_hh = weights[f"weight_ih_l0{suffix}"], weights[f"weight_hh_l0{suffix}"]
             bias = weights[f"bias_ih_l0{suffix}"] + weights[f"bias_hh_l0{suffix}"]
             tokens = question.gather(1, reverse) if direction else question
-            gates_in = F.embedding(tokens, torch.addmm(bias, self.embed.weight, weight_ih.t()))  # (B, L, 4 hidden)
+            gates_in = torch.addmm(bias, self.embed.weight, weight_ih.t())  # (vocabulary, 4 hidden)
             h = c = gates_in.new_zeros(batch, weight_hh.shape[1])
             states = []
             for t in range(words):
-                i, f, g, o = torch.addmm(gates_in[:, t], h, weight_hh.t()).chunk(4, dim=1)  # nn.LSTM's order
+                # The look-up is read inside the gates' fused kernel: no (B, L, 4 hidden) copy is written
+                gates = F.embedding(tokens[:, t], gates_in) + h @ weight_hh.t()
+                i, f, g, o = gates.chunk(4, dim=1)  # nn.LSTM's order
                 c_next = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
                 h_next = torch.sigmoid(o) * torch.tanh(c_next)
                 keep = real[:, t : t + 1]
