@@ -203,7 +203,7 @@ RECIPES.register("draw")(
                 "loop.steps": 100000,
                 "loop.lr": 1e-3,
                 "loop.clip_norm": 10.0,
-                # about 1.4x per step compiled, after a ~30 s first compile (benchmarks/compile.py)
+                # about 1.5x per step compiled, after a ~30 s first compile (benchmarks/compile.py)
                 "loop.compile": True,
             },
         },

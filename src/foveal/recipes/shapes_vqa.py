@@ -100,7 +100,7 @@ class ShapesVQAConfig(RunConfig):
             clip_norm=5.0,
             eval_every=1000,
             ckpt_every=500,
-            # 1.4x per step compiled (1.8x at the two-hop preset's sizes), after a first compile of about a
+            # 1.5x per step compiled (1.9x at the two-hop preset's sizes), after a first compile of about a
             # minute (seconds from inductor's cache): benchmarks/compile.py. The quick preset stays eager.
             compile=True,
         )
