@@ -14,8 +14,9 @@ implementations of the same model with the same weights and the same noise
 ``batched``     the same modules, with the filterbanks of the whole batch built and applied at
                 once (``foveal.glimpse.gaussian.gaussian_read`` / ``gaussian_write``).
 ``foveal``      ``foveal.models.DRAW.forward``: batched filterbanks, ``x`` and ``x_hat`` in one
-                product pair, and every weight that multiplies ``h_enc_t`` (or ``h_dec_t``)
-                stacked into one matrix, so each step makes four dense products.
+                product pair, each LSTM's gates in one product of its inputs and last state, and
+                the outputs of ``h_enc_t`` (or ``h_dec_t``) in one, so each step makes four dense
+                products.
 ``compiled``    with ``--compiled``: ``foveal`` as ``loop.compile=true`` runs it
                 (:func:`foveal.compiling.compile_model`: runs of drawing steps compiled by inductor).
 
