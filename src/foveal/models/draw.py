@@ -28,9 +28,8 @@ encoder and ``[z_t, h_dec_{t-1}]`` for the decoder, with its input and recurrent
 per forward; ``h_enc_t`` gives ``(mu_t, log sigma_t)`` in one product, and ``h_dec_t`` the write patch
 and both heads' parameters in one. (Stacking instead every weight that multiplies the same state, which
 leaves an 8-wide product for the read, made the compiled step slower: docs/studies/draw-compile-speed.md.)
-The filterbanks are built for the whole batch at once and ``x``
-and ``x_hat`` share one pair of batched matmuls; all noise is drawn before the loop. Without attention,
-``W x`` is computed once, not ``T`` times.
+The filterbanks are built for the whole batch at once and ``x`` and ``x_hat`` share one pair of batched
+matmuls; all noise is drawn before the loop. Without attention, ``W x`` is computed once, not ``T`` times.
 """
 
 from __future__ import annotations
