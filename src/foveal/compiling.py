@@ -12,6 +12,12 @@ with it).
 The compiled method is the class's function compiled once per process and bound to the instance,
 so models of the same class and options share its graphs, ``copy.deepcopy`` gives a copy that
 calls its own weights, and the ``state_dict`` is unchanged.
+
+Inductor is given one pass of foveal's own, :class:`MergeSummedProducts`: in a run of recurrent
+steps, a weight's gradient is a sum over the steps of one product each, ``sum_t dY_t^T X_t``, and the
+generated backward would add them one ``addmm`` at a time (each reading and writing the whole sum so
+far, with ``K`` = the batch). The pass makes it the one product ``[dY_1; ..; dY_k]^T [X_1; ..; X_k]``:
+the same sum, rounded in another order.
 """
 
 from __future__ import annotations
@@ -22,9 +28,12 @@ from types import MethodType
 from typing import Any
 
 import torch
-from torch import nn
+from torch import fx, nn
+from torch._inductor.custom_graph_pass import CustomGraphPass
 
 from foveal.errors import FovealError
+
+aten = torch.ops.aten
 
 # torch.compile's modes that foveal passes on: "max-autotune-no-cudagraphs" times inductor's own C++ (or
 # Triton) matrix-product kernels against the library's at each product's sizes and keeps the faster, which pays
@@ -35,10 +44,78 @@ COMPILE_MODES = ("default", "max-autotune-no-cudagraphs", "reduce-overhead")
 CUDA_GRAPH_MODES = ("reduce-overhead",)
 
 
+class MergeSummedProducts(CustomGraphPass):
+    """An inductor graph pass: a sum of products ``sum_t A_t^T B_t`` becomes one product of the stacked
+    factors, ``[A_1; ..; A_k]^T [B_1; ..; B_k]``.
+
+    That is how autograd writes the gradient of a weight used at every step of a recurrent run: one
+    product per step (its inner size ``K`` the batch), added one after another. Stacked, the library runs one
+    product with ``K`` = steps x batch, and the sum is not read and written once per step. The result is
+    the same sum, its terms rounded in another order. Only sums whose every inner node is an addition
+    used by nothing else are rewritten, and only the terms that are such products of the same shape.
+    """
+
+    def __call__(self, graph: fx.Graph) -> None:
+        for root in reversed(list(graph.nodes)):
+            if not _is_add(root) or any(_is_add(user) for user in root.users):
+                continue  # not the top of a sum
+            terms = [term for arg in root.args for term in _summands(arg)]
+            shape = next((t.meta["val"].shape for t in terms if _is_transposed_product(t)), None)
+            products = [t for t in terms if _is_transposed_product(t) and t.meta["val"].shape == shape]
+            if len(products) < 2:
+                continue
+            rest = [t for t in terms if t not in products]
+            with graph.inserting_before(root):
+                lefts = _call(graph, aten.cat.default, [t.args[0].args[0] for t in products], 0)
+                rights = _call(graph, aten.cat.default, [t.args[1] for t in products], 0)
+                total = _call(graph, aten.mm.default, _call(graph, aten.permute.default, lefts, [1, 0]), rights)
+                for term in rest:
+                    total = _call(graph, aten.add.Tensor, total, term)
+            root.replace_all_uses_with(total)
+        graph.eliminate_dead_code()
+
+    def uuid(self) -> str:
+        # Part of inductor's cache key: a change to the pass must change it.
+        return "foveal-merge-summed-products-1"
+
+
+def _is_add(node: fx.Node) -> bool:
+    return node.target is aten.add.Tensor and len(node.args) == 2 and not node.kwargs
+
+
+def _summands(node: Any) -> list[Any]:
+    """The terms of the sum below ``node``: it and its arguments' terms when it is an addition used
+    only by the sum, else ``node`` itself."""
+    if isinstance(node, fx.Node) and _is_add(node) and len(node.users) == 1:
+        return [term for arg in node.args for term in _summands(arg)]
+    return [node]
+
+
+def _is_transposed_product(node: Any) -> bool:
+    """Whether ``node`` is ``A^T B``, a 2-D product used only by the sum, its first factor transposed."""
+    if not isinstance(node, fx.Node) or node.target is not aten.mm.default or len(node.users) != 1:
+        return False
+    left = node.args[0]
+    # A product of a symbolic shape (a dynamic batch) is left alone: comparing shapes would guard on it.
+    static = all(isinstance(size, int) for size in node.meta["val"].shape)
+    return static and left.target is aten.permute.default and list(left.args[1]) == [1, 0]
+
+
+def _call(graph: fx.Graph, target: Any, *args: Any) -> fx.Node:
+    """A new node of ``graph``, with the fake value inductor reads each node's shape and strides from."""
+    node = graph.call_function(target, args)
+    values = fx.node.map_arg(args, lambda arg: arg.meta["val"])
+    with torch._guards.detect_fake_mode(values):
+        node.meta["val"] = target(*values)
+    return node
+
+
 @functools.cache
 def _compiled(function: Callable[..., Any], mode: str = "default") -> Callable[..., Any]:
     # dynamic=None: a second batch size makes the graph dynamic in it instead of compiling a third time.
-    graph = torch.compile(function, dynamic=None, mode=mode)
+    # The mode is given as its inductor options (torch.compile takes a mode or options, not both).
+    options = {**torch._inductor.list_mode_options(mode), "post_grad_custom_pre_pass": MergeSummedProducts()}
+    graph = torch.compile(function, dynamic=None, options=options)
 
     @functools.wraps(function)
     def call(*args: Any, **kwargs: Any) -> Any:

@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from foveal.compiling import compile_count, compile_model, compiled_methods, is_compiled
+from foveal.compiling import MergeSummedProducts, compile_count, compile_model, compiled_methods, is_compiled
 from foveal.errors import FovealError
 from foveal.models.draw import DRAW
 from foveal.models.ntm import NTM
@@ -159,8 +159,8 @@ def test_compile_mode_reaches_torch_compile_and_an_unknown_one_is_refused(monkey
 
     seen = []
 
-    def record(function, **options):
-        seen.append(options["mode"])
+    def record(function, **kwargs):
+        seen.append(kwargs["options"])
         return function
 
     monkeypatch.setattr(torch, "compile", record)
@@ -169,7 +169,9 @@ def test_compile_mode_reaches_torch_compile_and_an_unknown_one_is_refused(monkey
         compile_model(nn.Linear(2, 2), "max-autotune-no-cudagraphs")
     finally:
         compiling._compiled.cache_clear()  # no stub left for the other tests
-    assert seen == ["max-autotune-no-cudagraphs"]
+    # The mode arrives as its inductor options, beside foveal's graph pass
+    assert len(seen) == 1 and seen[0]["max_autotune"] is True
+    assert isinstance(seen[0]["post_grad_custom_pre_pass"], MergeSummedProducts)
     with pytest.raises(ValueError, match="compile mode must be one of default, max-autotune-no-cudagraphs"):
         compile_model(nn.Linear(2, 2), "max-autotune")
 
@@ -177,3 +179,58 @@ def test_compile_mode_reaches_torch_compile_and_an_unknown_one_is_refused(monkey
 def test_cuda_graphs_are_refused_on_the_cpu_with_the_key_to_change():
     with pytest.raises(ValueError, match=re.escape("loop.compile_mode=reduce-overhead replays CUDA graphs")):
         compile_model(nn.Linear(2, 2), "reduce-overhead")
+
+
+def _graph_after_the_pass(function, *inputs):
+    """``function`` traced to inductor's aten ops (fake values on every node), and the pass run on it."""
+    from torch._inductor.decomposition import select_decomp_table
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    module = make_fx(function, decomposition_table=select_decomp_table(), tracing_mode="fake")(*inputs)
+    MergeSummedProducts()(module.graph)
+    module.recompile()
+    return module
+
+
+def _products(module: torch.fx.GraphModule) -> int:
+    return sum(node.target is torch.ops.aten.mm.default for node in module.graph.nodes)
+
+
+def test_summed_products_become_one_product_of_the_stacked_factors():
+    # sum_t A_t^T B_t, as autograd writes a weight's gradient over the steps of a recurrent run, plus a
+    # term that is not such a product (it stays an addition)
+    def weight_gradient(grads, inputs, extra):
+        total = extra
+        for grad, x in zip(grads, inputs, strict=True):
+            total = total + grad.t() @ x
+        return total
+
+    generator = torch.Generator().manual_seed(0)
+    grads = [torch.randn(4, 6, generator=generator, dtype=torch.float64) for _ in range(5)]
+    inputs = [torch.randn(4, 3, generator=generator, dtype=torch.float64) for _ in range(5)]
+    extra = torch.randn(6, 3, generator=generator, dtype=torch.float64)
+    module = _graph_after_the_pass(weight_gradient, grads, inputs, extra)
+    assert _products(module) == 1
+    expected = extra + sum(g.t() @ x for g, x in zip(grads, inputs, strict=True))
+    torch.testing.assert_close(module(grads, inputs, extra), expected, rtol=1e-12, atol=1e-12)
+
+
+def test_sums_the_pass_must_not_touch_keep_their_products():
+    # The running sum is used on its own after two terms: merging all three would drop that use
+    def shared_partial_sum(a, b, c, x):
+        partial = a.t() @ x + b.t() @ x
+        return partial + c.t() @ x, partial * 2
+
+    # Products whose first factor is not transposed are not a weight's gradient
+    def plain_products(a, b, x):
+        return a @ x + b @ x
+
+    generator = torch.Generator().manual_seed(1)
+    a, b, c = (torch.randn(4, 4, generator=generator, dtype=torch.float64) for _ in range(3))
+    x = torch.randn(4, 2, generator=generator, dtype=torch.float64)
+    module = _graph_after_the_pass(shared_partial_sum, a, b, c, x)
+    total, doubled = module(a, b, c, x)
+    torch.testing.assert_close(doubled, 2 * (a.t() @ x + b.t() @ x), rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(total, a.t() @ x + b.t() @ x + c.t() @ x, rtol=1e-12, atol=1e-12)
+    module = _graph_after_the_pass(plain_products, a, b, x)
+    assert _products(module) == 2
