@@ -1,7 +1,8 @@
 """``torch.compile`` for a model, the way the training loop does it (``loop.compile=true``).
 
 A model compiles one method: ``forward`` by default, or the one its class names in
-``compiled_method`` (a name, or a tuple of names each compiled on its own). Recurrent models compile
+``compiled_method`` (a name, or a tuple of names each compiled on its own), with the inductor options its
+class gives in ``compile_options`` (DRAW's C++ wrapper) on top of the mode's. Recurrent models compile
 a step or a few: the NTM names its ``step`` (called once, on the start state) and ``steps``, a run of
 ``steps_per_call`` time steps, which :func:`compile_model` sets to the class's ``compiled_steps_per_call``;
 DRAW names ``run_steps``, a run of drawing steps, and ``step`` for the steps left over. Their Python time loop calls
@@ -111,11 +112,17 @@ def _call(graph: fx.Graph, target: Any, *args: Any) -> fx.Node:
 
 
 @functools.cache
-def _compiled(function: Callable[..., Any], mode: str = "default") -> Callable[..., Any]:
+def _compiled(
+    function: Callable[..., Any], mode: str = "default", options: tuple[tuple[str, Any], ...] = ()
+) -> Callable[..., Any]:
     # dynamic=None: a second batch size makes the graph dynamic in it instead of compiling a third time.
     # The mode is given as its inductor options (torch.compile takes a mode or options, not both).
-    options = {**torch._inductor.list_mode_options(mode), "post_grad_custom_pre_pass": MergeSummedProducts()}
-    graph = torch.compile(function, dynamic=None, options=options)
+    inductor_options = {
+        **torch._inductor.list_mode_options(mode),
+        **dict(options),
+        "post_grad_custom_pre_pass": MergeSummedProducts(),
+    }
+    graph = torch.compile(function, dynamic=None, options=inductor_options)
 
     @functools.wraps(function)
     def call(*args: Any, **kwargs: Any) -> Any:
@@ -152,8 +159,9 @@ def compile_model(model: nn.Module, mode: str = "default") -> nn.Module:
         if mode in CUDA_GRAPH_MODES:
             raise FovealError(f"loop.compile_mode={mode} replays CUDA graphs: it needs loop.device=cuda")
         _check_cpu_compiler()
+    options = tuple(sorted(getattr(type(model), "compile_options", {}).items()))
     for name in compiled_methods(model):
-        setattr(model, name, MethodType(_compiled(getattr(type(model), name), mode), model))
+        setattr(model, name, MethodType(_compiled(getattr(type(model), name), mode, options), model))
     per_call = getattr(type(model), "compiled_steps_per_call", None)
     if per_call is not None:
         model.steps_per_call = per_call

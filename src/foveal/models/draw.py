@@ -169,6 +169,10 @@ class DRAW(nn.Module):
     # its sizes runs of 9 made the compiled training step ~1.15x as fast as one step per call.
     compiled_method = ("step", "run_steps")
     compiled_steps_per_call = 9
+    # Inductor's C++ wrapper: each graph calls its kernels and library products from C++ rather than from
+    # generated Python. A run of nine steps makes some 1,500 such calls, and the training step ran 2-5% faster
+    # in interleaved timings; it lengthens the first compile (docs/studies/draw-compile-speed.md).
+    compile_options = {"cpp_wrapper": True}
     steps_per_call = 1
 
     def __init__(
