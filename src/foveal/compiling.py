@@ -24,7 +24,7 @@ the same sum, rounded in another order.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from types import MethodType
 from typing import Any
 
@@ -80,6 +80,9 @@ class MergeSummedProducts(CustomGraphPass):
         return "foveal-merge-summed-products-1"
 
 
+MERGE_SUMMED_PRODUCTS = MergeSummedProducts()
+
+
 def _is_add(node: fx.Node) -> bool:
     return node.target is aten.add.Tensor and len(node.args) == 2 and not node.kwargs
 
@@ -117,11 +120,7 @@ def _compiled(
 ) -> Callable[..., Any]:
     # dynamic=None: a second batch size makes the graph dynamic in it instead of compiling a third time.
     # The mode is given as its inductor options (torch.compile takes a mode or options, not both).
-    inductor_options = {
-        **torch._inductor.list_mode_options(mode),
-        **dict(options),
-        "post_grad_custom_pre_pass": MergeSummedProducts(),
-    }
+    inductor_options = {**torch._inductor.list_mode_options(mode), **dict(options)}
     graph = torch.compile(function, dynamic=None, options=inductor_options)
 
     @functools.wraps(function)
@@ -140,8 +139,11 @@ def compiled_methods(model: nn.Module) -> tuple[str, ...]:
     return (names,) if isinstance(names, str) else tuple(names)
 
 
-def compile_model(model: nn.Module, mode: str = "default") -> nn.Module:
+def compile_model(model: nn.Module, mode: str = "default", options: Mapping[str, Any] | None = None) -> nn.Module:
     """Compile ``model``'s :func:`compiled_methods` in place (with inductor) and return the model.
+
+    ``options`` are inductor options on top of the mode's and of :class:`MergeSummedProducts`; None takes
+    the class's ``compile_options``. (``post_grad_custom_pre_pass=None`` leaves the pass out, to compare.)
 
     Compiling happens at the first call with gradients, and once again when the batch size changes
     (the second batch size makes the graph dynamic in it). Calls without gradients (evaluation,
@@ -159,7 +161,10 @@ def compile_model(model: nn.Module, mode: str = "default") -> nn.Module:
         if mode in CUDA_GRAPH_MODES:
             raise FovealError(f"loop.compile_mode={mode} replays CUDA graphs: it needs loop.device=cuda")
         _check_cpu_compiler()
-    options = tuple(sorted(getattr(type(model), "compile_options", {}).items()))
+    if options is None:
+        options = getattr(type(model), "compile_options", {})
+    # A tuple, for _compiled's cache: models of a class compiled alike share its graphs.
+    options = tuple(sorted({"post_grad_custom_pre_pass": MERGE_SUMMED_PRODUCTS, **options}.items()))
     for name in compiled_methods(model):
         setattr(model, name, MethodType(_compiled(getattr(type(model), name), mode, options), model))
     per_call = getattr(type(model), "compiled_steps_per_call", None)

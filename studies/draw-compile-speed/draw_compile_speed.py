@@ -1,7 +1,7 @@
 """DRAW's training step at the paper's configuration: the eager step as of a baseline commit against today's.
 
     python studies/draw-compile-speed/draw_compile_speed.py [--base 9d9ac67] [--threads 1] [--rounds 5]
-        [--per-call 9] [--mode default] [--profile 3]
+        [--per-call 9] [--mode default] [--variants class] [--profile 3]
 
 ``benchmarks/compile.py`` times today's eager step against today's compiled one; once the compiled step's
 speed comes partly from code that the eager step runs too, that ratio no longer says how far it moved from
@@ -11,7 +11,8 @@ the eager step of an earlier commit. Here one process times, in interleaved roun
                  the model's place: the same weights, batch and noise)
 ``eager``        today's eager step
 ``compiled k``   today's step with ``loop.compile=true``, ``k`` drawing steps per graph call, for each ``k``
-                 of ``--per-call``
+                 of ``--per-call``, and each of ``--variants``: the inductor options it compiles with
+                 (``class``: DRAW's own; the others in ``VARIANTS``)
 
 The losses of all of them are checked to agree before timing. ``--profile n`` then runs each arm's step
 ``n`` times under ``torch.profiler`` and prints, for the least disturbed of them, how much of the step
@@ -34,6 +35,14 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from compile import CASES, build  # noqa: E402
+from foveal.compiling import compile_model  # noqa: E402
+
+# Inductor options to compare with DRAW's own (``class``): without foveal's pass, each weight's gradient is
+# summed over a run's steps one product at a time; without the C++ wrapper, each graph's calls are Python.
+VARIANTS = {
+    "per-step-sums": {"post_grad_custom_pre_pass": None, "cpp_wrapper": False},
+    "python-wrapper": {"cpp_wrapper": False},
+}
 
 
 def base_class(commit: str) -> type:
@@ -56,6 +65,7 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--per-call", default="9", help="comma-separated steps per compiled call")
     p.add_argument("--mode", default="default")
+    p.add_argument("--variants", default="class", help=f"comma-separated: class, {', '.join(VARIANTS)}")
     p.add_argument("--profile", type=int, default=0, help="profile each arm's step this many times")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
@@ -66,9 +76,12 @@ def main() -> None:
     arms = {f"base eager ({args.base})": base, "eager": eager}
     compile_s = {}
     for k in (int(v) for v in args.per_call.split(",")):
-        compiled, _ = build(case, True, args.threads, args.mode)
-        compiled.model.steps_per_call = k
-        arms[f"compiled {k}"] = compiled
+        for variant in args.variants.split(","):
+            compiled, _ = build(case, True, args.threads, args.mode)
+            if variant != "class":
+                compile_model(compiled.model, args.mode, VARIANTS[variant])
+            compiled.model.steps_per_call = k
+            arms[f"compiled {k}" + ("" if variant == "class" else f" {variant}")] = compiled
     losses = {}
     for name, trainer in arms.items():
         torch.manual_seed(0)
@@ -89,12 +102,12 @@ def main() -> None:
     print(f"draw-paper training step, {args.threads} thread(s), mode {args.mode}, best of {args.rounds} rounds")
     for name, seconds in best.items():
         ratio = base_s / seconds
-        print(f"{name:>24} {seconds * 1e3:8.1f} ms  {ratio:5.2f}x the base  first step {compile_s[name]:6.1f} s")
+        print(f"{name:>40} {seconds * 1e3:8.1f} ms  {ratio:5.2f}x the base  first step {compile_s[name]:6.1f} s")
     if args.profile:
         print("time in the library's matrix products (profiled step, least disturbed of", args.profile, "runs)")
         for name, trainer in arms.items():
             total, products = min(product_time(trainer, batch) for _ in range(args.profile))
-            print(f"{name:>24} {total * 1e3:8.1f} ms, products {products * 1e3:6.1f} ms ({products / total:.0%})")
+            print(f"{name:>40} {total * 1e3:8.1f} ms, products {products * 1e3:6.1f} ms ({products / total:.0%})")
 
 
 PRODUCTS = ("aten::mm", "aten::addmm", "aten::bmm")

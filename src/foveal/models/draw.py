@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -170,9 +170,9 @@ class DRAW(nn.Module):
     compiled_method = ("step", "run_steps")
     compiled_steps_per_call = 9
     # Inductor's C++ wrapper: each graph calls its kernels and library products from C++ rather than from
-    # generated Python. A run of nine steps makes some 1,500 such calls, and the training step ran 2-5% faster
-    # in interleaved timings; it lengthens the first compile (docs/studies/draw-compile-speed.md).
-    compile_options = {"cpp_wrapper": True}
+    # generated Python. A run of nine steps makes hundreds of such calls; the training step ran 1-5% faster in
+    # interleaved timings (docs/studies/draw-compile-speed.md).
+    compile_options: ClassVar[dict[str, object]] = {"cpp_wrapper": True}
     steps_per_call = 1
 
     def __init__(
