@@ -61,8 +61,8 @@ class MergeSummedProducts(CustomGraphPass):
             if not _is_add(root) or any(_is_add(user) for user in root.users):
                 continue  # not the top of a sum
             terms = [term for arg in root.args for term in _summands(arg)]
-            shape = next((t.meta["val"].shape for t in terms if _is_transposed_product(t)), None)
-            products = [t for t in terms if _is_transposed_product(t) and t.meta["val"].shape == shape]
+            candidates = [t for t in terms if _is_transposed_product(t)]
+            products = [t for t in candidates if _kind(t) == _kind(candidates[0])] if candidates else []
             if len(products) < 2:
                 continue
             rest = [t for t in terms if t not in products]
@@ -77,7 +77,7 @@ class MergeSummedProducts(CustomGraphPass):
 
     def uuid(self) -> str:
         # Part of inductor's cache key: a change to the pass must change it.
-        return "foveal-merge-summed-products-1"
+        return "foveal-merge-summed-products-2"
 
 
 MERGE_SUMMED_PRODUCTS = MergeSummedProducts()
@@ -103,6 +103,12 @@ def _is_transposed_product(node: Any) -> bool:
     # A product of a symbolic shape (a dynamic batch) is left alone: comparing shapes would guard on it.
     static = all(isinstance(size, int) for size in node.meta["val"].shape)
     return static and left.target is aten.permute.default and list(left.args[1]) == [1, 0]
+
+
+def _kind(node: fx.Node) -> tuple[Any, ...]:
+    """What products must share to be stacked: the result's shape, dtype and device."""
+    value = node.meta["val"]
+    return tuple(value.shape), value.dtype, value.device
 
 
 def _call(graph: fx.Graph, target: Any, *args: Any) -> fx.Node:

@@ -234,3 +234,6 @@ def test_sums_the_pass_must_not_touch_keep_their_products():
     torch.testing.assert_close(total, a.t() @ x + b.t() @ x + c.t() @ x, rtol=1e-12, atol=1e-12)
     module = _graph_after_the_pass(plain_products, a, b, x)
     assert _products(module) == 2
+    # Products of another dtype are not stacked with each other (their sum promotes)
+    module = _graph_after_the_pass(lambda a, b, x, y: a.t() @ x + b.t() @ y, a, b.float(), x, x.float())
+    assert _products(module) == 2
