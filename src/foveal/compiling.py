@@ -1,8 +1,8 @@
 """``torch.compile`` for a model, the way the training loop does it (``loop.compile=true``).
 
 A model compiles one method: ``forward`` by default, or the one its class names in
-``compiled_method`` (a name, or a tuple of names each compiled on its own), with the inductor options its
-class gives in ``compile_options`` (DRAW's C++ wrapper) on top of the mode's. Recurrent models compile
+``compiled_method`` (a name, or a tuple of names each compiled on its own), on the CPU with the inductor
+options its class gives in ``compile_options`` (DRAW's C++ wrapper) on top of the mode's. Recurrent models compile
 a step or a few: the NTM names its ``step`` (called once, on the start state) and ``steps``, a run of
 ``steps_per_call`` time steps, which :func:`compile_model` sets to the class's ``compiled_steps_per_call``;
 DRAW names ``run_steps``, a run of drawing steps, and ``step`` for the steps left over. Their Python time loop calls
@@ -53,7 +53,8 @@ class MergeSummedProducts(CustomGraphPass):
     product per step (its inner size ``K`` the batch), added one after another. Stacked, the library runs one
     product with ``K`` = steps x batch, and the sum is not read and written once per step. The result is
     the same sum, its terms rounded in another order. Only sums whose every inner node is an addition
-    used by nothing else are rewritten, and only the terms that are such products of the same shape.
+    used by nothing else are rewritten, and only the terms that are such products of one shape, dtype and
+    device.
     """
 
     def __call__(self, graph: fx.Graph) -> None:
@@ -149,7 +150,8 @@ def compile_model(model: nn.Module, mode: str = "default", options: Mapping[str,
     """Compile ``model``'s :func:`compiled_methods` in place (with inductor) and return the model.
 
     ``options`` are inductor options on top of the mode's and of :class:`MergeSummedProducts`; None takes
-    the class's ``compile_options``. (``post_grad_custom_pre_pass=None`` leaves the pass out, to compare.)
+    the class's ``compile_options`` on the CPU (where they were measured) and none on a GPU.
+    (``post_grad_custom_pre_pass=None`` leaves the pass out, to compare.)
 
     Compiling happens at the first call with gradients, and once again when the batch size changes
     (the second batch size makes the graph dynamic in it). Calls without gradients (evaluation,
@@ -163,12 +165,13 @@ def compile_model(model: nn.Module, mode: str = "default", options: Mapping[str,
     """
     if mode not in COMPILE_MODES:
         raise ValueError(f"the compile mode must be one of {', '.join(COMPILE_MODES)}, got {mode!r}")
-    if any(p.device.type == "cpu" for p in model.parameters()):
+    on_cpu = any(p.device.type == "cpu" for p in model.parameters())
+    if on_cpu:
         if mode in CUDA_GRAPH_MODES:
             raise FovealError(f"loop.compile_mode={mode} replays CUDA graphs: it needs loop.device=cuda")
         _check_cpu_compiler()
     if options is None:
-        options = getattr(type(model), "compile_options", {})
+        options = getattr(type(model), "compile_options", {}) if on_cpu else {}
     # A tuple, for _compiled's cache: models of a class compiled alike share its graphs.
     options = tuple(sorted({"post_grad_custom_pre_pass": MERGE_SUMMED_PRODUCTS, **options}.items()))
     for name in compiled_methods(model):

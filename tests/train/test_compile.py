@@ -237,3 +237,22 @@ def test_sums_the_pass_must_not_touch_keep_their_products():
     # Products of another dtype are not stacked with each other (their sum promotes)
     module = _graph_after_the_pass(lambda a, b, x, y: a.t() @ x + b.t() @ y, a, b.float(), x, x.float())
     assert _products(module) == 2
+
+
+def test_a_class_compile_options_apply_on_the_cpu_only(monkeypatch):
+    from foveal import compiling
+
+    class WithOptions(nn.Linear):
+        compile_options = {"cpp_wrapper": True}  # noqa: RUF012 (a test's stand-in for DRAW's)
+
+    seen = []
+    monkeypatch.setattr(torch, "compile", lambda function, **kwargs: seen.append(kwargs["options"]) or function)
+    compiling._compiled.cache_clear()
+    try:
+        compile_model(WithOptions(2, 2))
+        compile_model(WithOptions(2, 2, device="meta"))  # not the CPU: a GPU's compile takes none of them
+        compile_model(WithOptions(2, 2), options={"cpp_wrapper": False})  # given options replace the class's
+    finally:
+        compiling._compiled.cache_clear()
+    assert [options.get("cpp_wrapper") for options in seen] == [True, None, False]
+    assert all(isinstance(options["post_grad_custom_pre_pass"], MergeSummedProducts) for options in seen)

@@ -169,9 +169,9 @@ class DRAW(nn.Module):
     # its sizes runs of 9 made the compiled training step ~1.15x as fast as one step per call.
     compiled_method = ("step", "run_steps")
     compiled_steps_per_call = 9
-    # Inductor's C++ wrapper: each graph calls its kernels and library products from C++ rather than from
-    # generated Python. A run of nine steps makes hundreds of such calls; the training step ran 1-5% faster in
-    # interleaved timings (docs/studies/draw-compile-speed.md).
+    # Inductor's C++ wrapper (compile_model applies it on the CPU): each graph calls its kernels and library
+    # products from C++ rather than from generated Python. A run of nine steps makes hundreds of such calls; the
+    # training step ran 1-5% faster in interleaved timings (docs/studies/draw-compile-speed.md).
     compile_options: ClassVar[dict[str, object]] = {"cpp_wrapper": True}
     steps_per_call = 1
 
