@@ -25,6 +25,8 @@ eager step only.
 The compile time is the wall time of the first compiled step. Inductor keeps what it compiled in
 an on-disk cache, so a second run of the benchmark compiles in a fraction of the first's time;
 ``--cold`` points the cache at an empty directory to time a first compile.
+``--graph-pass off`` compiles without :class:`foveal.compiling.MergeSummedProducts`, the pass every
+``loop.compile`` applies, to measure what it buys on a machine.
 
 Timing: eager, compiled and a float32 GEMM (512^3 on the CPU, 4096^3 on a GPU, waiting for the GPU
 after each call) are timed in interleaved rounds, and each reports its fastest round (on a shared
@@ -50,6 +52,7 @@ import torch
 
 from _roofline import count_flops, gemm_call, gemm_gflops, gemm_size, roofline, synchronize
 from _trainer import build_trainer
+from foveal import compiling
 from foveal.compiling import COMPILE_MODES
 from foveal.runs import commit_id
 from foveal.train import Trainer
@@ -201,10 +204,13 @@ def main() -> None:
     p.add_argument("--mode", default="default", choices=COMPILE_MODES, help="loop.compile_mode of the compiled step")
     p.add_argument("--device", default="cpu", choices=("cpu", "cuda"), help="loop.device of both steps")
     p.add_argument("--cold", action="store_true", help="compile into an empty inductor cache (first-compile times)")
+    p.add_argument("--graph-pass", default="on", choices=("on", "off"), help="off: compile without MergeSummedProducts")
     p.add_argument("--base", help="also time the eager step of this commit's code (CPU only)")
     p.add_argument("--out", help="append one JSON line per case to this file (results/compile-speed.jsonl)")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
+    if args.graph_pass == "off":
+        compiling.MERGE_SUMMED_PRODUCTS = None  # the pass compile_model adds to every compile
     if args.cold:
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="foveal-inductor-")
     names = [n.strip() for n in args.only.split(",") if n.strip()]
@@ -223,7 +229,11 @@ def main() -> None:
         if known.returncode:
             p.error(f"--base {args.base}: not a commit of this repository")
     where = torch.cuda.get_device_name() if args.device == "cuda" else f"{args.threads} CPU thread(s)"
-    print(f"training step, eager against loop.compile=true (mode {args.mode}), {where}, best of {args.rounds} rounds")
+    without = ", without the graph pass" if args.graph_pass == "off" else ""
+    print(
+        f"training step, eager against loop.compile=true (mode {args.mode}{without}), {where}, "
+        f"best of {args.rounds} rounds"
+    )
     print(
         f"{'case':>14} {'eager ms':>9} {'compiled ms':>12} {'speed-up':>9} {'target':>7} {'compile s':>10}  "
         "compiled roofline"
@@ -254,6 +264,7 @@ def main() -> None:
                 "threads": args.threads,
                 "device": where if args.device == "cuda" else "cpu",
                 "compile_mode": args.mode,
+                **({"graph_pass": "off"} if args.graph_pass == "off" else {}),
                 "rounds": args.rounds,
                 "eager_ms": round(r["eager"] * 1e3, 2),
                 "compiled_ms": round(r["compiled"] * 1e3, 2),

@@ -7,6 +7,7 @@ so its losses are held to the CPU's within 1e-3 (relative), not bit for bit.
 
 from __future__ import annotations
 
+import copy
 import math
 
 import pytest
@@ -14,6 +15,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from foveal import attend
+from foveal.compiling import MergeSummedProducts, compile_model
 from foveal.errors import DataUnavailableError
 from foveal.recipes.config import resolve_config
 from foveal.runs import get_recipe
@@ -100,6 +102,51 @@ def test_compiled_ntm_training_on_the_gpu_follows_the_eager_one(mode):
     for batch in [*batches, *batches]:
         loss_eager, loss_compiled = eager.step(batch)["loss"], compiled.step(batch)["loss"]
         assert close(loss_compiled, loss_eager), f"{mode}: compiled {loss_compiled}, eager {loss_eager}"
+
+
+class CountingMerge(MergeSummedProducts):
+    """The graph pass, counting the matrix products it removes."""
+
+    def __init__(self) -> None:
+        self.removed = 0
+
+    def __call__(self, graph: torch.fx.Graph) -> None:
+        before = sum(node.target is torch.ops.aten.mm.default for node in graph.nodes)
+        super().__call__(graph)
+        self.removed += before - sum(node.target is torch.ops.aten.mm.default for node in graph.nodes)
+
+    def uuid(self) -> str:
+        return "foveal-test-counting-merge"
+
+
+class Recurrent(torch.nn.Module):
+    """A plain recurrent net: its weights' gradients are sums of one product per step."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inward = torch.nn.Linear(5, 16)
+        self.recurrent = torch.nn.Linear(16, 16, bias=False)
+
+    def forward(self, sequence: torch.Tensor) -> torch.Tensor:
+        state = torch.zeros(sequence.shape[1], 16, device=sequence.device)
+        for step in sequence:
+            state = torch.tanh(self.inward(step) + self.recurrent(state))
+        return state
+
+
+def test_the_graph_pass_merges_a_recurrent_weights_gradient_on_the_gpu():
+    from torch._inductor import config as inductor
+
+    torch.manual_seed(0)
+    eager = Recurrent().cuda()
+    compiled = compile_model(copy.deepcopy(eager), options={"post_grad_custom_pre_pass": (merge := CountingMerge())})
+    sequence = torch.randn(8, 12, 5, device="cuda")
+    with inductor.patch(force_disable_caches=True):  # a cached graph would skip the pass
+        for model in (eager, compiled):
+            model(sequence).square().sum().backward()
+    assert merge.removed > 0
+    for (name, weight), twin in zip(eager.named_parameters(), compiled.parameters(), strict=True):
+        torch.testing.assert_close(twin.grad, weight.grad, rtol=1e-4, atol=1e-4, msg=name)
 
 
 @pytest.mark.parametrize("n", [64, 1000])
