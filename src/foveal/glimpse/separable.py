@@ -9,7 +9,8 @@ Speed. The product runs as two batched GEMMs with the channels folded into them 
 channels, no 3-operand einsum). When the Gaussians are narrow and close together (a zoomed-in
 glimpse: filters of a few pixels on a large image), almost every filter weight is zero; the
 truncated path then multiplies only a window of the image that holds every Gaussian out to
-``support`` standard deviations.
+``support`` standard deviations. While a graph is traced, a small image (DRAW's write patch) is
+multiplied as sums of broadcast products that the compiler fuses, not as GEMMs.
 
 Graphs. The window's size is read from the parameters' values, which a traced graph cannot do (it
 would fail, or keep the size of the one call it saw). While ``torch.compile`` or ``torch.export``
@@ -92,6 +93,11 @@ def gaussian_rows(
     return (weights / (weights.sum(-1, keepdim=True) + eps)).to(out_dtype)
 
 
+SMALL_IMAGE = 8
+"""While a graph is traced, :func:`separable` multiplies images of at most this many rows and columns
+as broadcast sums (see there)."""
+
+
 def separable(images: Tensor, Ay: Tensor, Ax: Tensor) -> Tensor:
     """``Ay @ images[b, c] @ Ax^T`` for every image and channel, the channels folded into two GEMMs.
 
@@ -111,6 +117,13 @@ def separable(images: Tensor, Ay: Tensor, Ax: Tensor) -> Tensor:
     """
     B, C, H, W = images.shape
     h, w = Ay.shape[1], Ax.shape[1]
+    # Both products as sums of H and W broadcast products, which the compiler fuses into the loops
+    # around them (DRAW's 5 x 5 write patch): at such sizes a batched GEMM is mostly its per-matrix
+    # overhead. Eager code keeps the GEMMs, one call each instead of H + W, and so does a graph whose
+    # image size is symbolic (comparing it would fix it).
+    if tracing() and isinstance(H, int) and isinstance(W, int) and max(H, W) <= SMALL_IMAGE:
+        rows = sum(images[:, :, :, col, None] * Ax[:, None, None, :, col] for col in range(W))  # (B, C, H, w)
+        return sum(Ay[:, None, :, row, None] * rows[:, :, None, row, :] for row in range(H))
     t = torch.bmm(Ax, images.reshape(B, C * H, W).transpose(1, 2))  # (B, w, C*H)
     g = torch.bmm(t.reshape(B, w * C, H), Ay.transpose(1, 2))  # (B, w*C, h)
     return g.view(B, w, C, h).permute(0, 2, 3, 1)
