@@ -32,6 +32,7 @@ from torch import Tensor, nn
 
 from foveal._checks import check_shape
 from foveal.glimpse.transformer import IDENTITY, Read, SpatialTransformer, Transform
+from foveal.models.pooling import MaxPool2d
 from foveal.registry import MODELS
 from foveal.specs import resolve_spec
 
@@ -141,10 +142,10 @@ class CNN(nn.Module):
         self.features = nn.Sequential(
             nn.Conv2d(in_channels, width, 5, padding=2),
             nn.ReLU(),
-            nn.MaxPool2d(2),
+            MaxPool2d(2),
             nn.Conv2d(width, 2 * width, 5, padding=2),
             nn.ReLU(),
-            nn.MaxPool2d(2),
+            MaxPool2d(2),
         )
         self.head = nn.Sequential(
             nn.Flatten(),
@@ -174,10 +175,10 @@ def localization_net(in_channels: int, n_params: int, *, width: int = 8, hidden:
         - output: ``(B, n_params)``
     """
     return nn.Sequential(
-        nn.MaxPool2d(2),
+        MaxPool2d(2),
         nn.Conv2d(in_channels, width, 5, padding=2),
         nn.ReLU(),
-        nn.MaxPool2d(2),
+        MaxPool2d(2),
         nn.Conv2d(width, 2 * width, 5, padding=2),
         nn.ReLU(),
         nn.AdaptiveAvgPool2d(4),
