@@ -1,0 +1,80 @@
+"""shapes-vqa's compiled step with foveal's traced max pool against the library's.
+
+    python studies/vqa-compile-speed/max_pool.py [--case shapes-vqa] [--rounds 40] [--threads 1]
+
+While a graph is traced, :class:`foveal.models.pooling.MaxPool2d` runs a 2 x 2 pool as the max of four
+strided views (element-wise work that inductor fuses with the BatchNorm and ReLU around it); the
+library's ``max_pool2d`` has a backward that inductor lowers to a scatter through the saved indices.
+Two trainers of the case, both compiled, one with every such pool swapped for a plain
+:class:`torch.nn.MaxPool2d`, are timed in interleaved rounds of one process after checking that their
+first losses agree. Prints each one's fastest and median step and their ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+from torch import nn
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from compile import CASES, build  # noqa: E402
+from foveal.models.pooling import MaxPool2d  # noqa: E402
+
+
+def with_library_pools(module: nn.Module) -> int:
+    """Swap every foveal MaxPool2d under ``module`` for the library's; returns how many."""
+    swapped = 0
+    for name, child in module.named_children():
+        if isinstance(child, MaxPool2d):
+            setattr(module, name, nn.MaxPool2d(child.kernel_size, child.stride))
+            swapped += 1
+        else:
+            swapped += with_library_pools(child)
+    return swapped
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--case", default="shapes-vqa", choices=("shapes-vqa", "shapes-vqa-two-hop", "easy-vqa"))
+    p.add_argument("--rounds", type=int, default=40)
+    p.add_argument("--threads", type=int, default=1)
+    args = p.parse_args()
+    torch.set_num_threads(args.threads)
+    case = CASES[args.case]
+    traced, batch = build(case, True, args.threads)
+    library, _ = build(case, True, args.threads)
+    if not with_library_pools(library.model):
+        raise SystemExit(f"{args.case}: the model has no 2 x 2 max pool to compare")
+    arms = {"foveal pool": traced, "library pool": library}
+    losses = {}
+    for name, trainer in arms.items():
+        start = time.perf_counter()
+        losses[name] = trainer.step(batch)["loss"]
+        print(f"{name}: first step (compiles) {time.perf_counter() - start:.1f} s, loss {losses[name]:.6f}", flush=True)
+    if abs(losses["foveal pool"] - losses["library pool"]) > 1e-5 * max(1.0, abs(losses["library pool"])):
+        raise SystemExit("the two steps' losses differ")
+    times: dict[str, list[float]] = {name: [] for name in arms}
+    order = list(arms)
+    for round_ in range(args.rounds):
+        for name in order if round_ % 2 else order[::-1]:
+            start = time.perf_counter()
+            arms[name].step(batch)
+            times[name].append(time.perf_counter() - start)
+    for name, values in times.items():
+        print(f"{name:>13}: fastest {min(values) * 1e3:.2f} ms, median {statistics.median(values) * 1e3:.2f} ms")
+    library_s, foveal_s = times["library pool"], times["foveal pool"]
+    print(
+        f"library / foveal pool: {min(library_s) / min(foveal_s):.3f} (fastest), "
+        f"{statistics.median(library_s) / statistics.median(foveal_s):.3f} (median)"
+    )
+
+
+if __name__ == "__main__":
+    main()
