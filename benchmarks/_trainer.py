@@ -3,6 +3,9 @@ an earlier commit's source: it uses only what the loop has had since its redesig
 
 from __future__ import annotations
 
+import statistics
+from collections.abc import Callable
+
 import torch
 from torch.utils.data import DataLoader
 
@@ -29,3 +32,21 @@ def build_trainer(
         generator=torch.Generator().manual_seed(0),
     )
     return Trainer(task, config, torch.device(device)), next(iter(loader))
+
+
+def compare_interleaved(steps: dict[str, Callable[[], float]], rounds: int, baseline: str, candidate: str) -> None:
+    """Run each of ``steps`` (each returns its own seconds) in ``rounds`` rounds whose order alternates, so a
+    burst of load hits all alike, and print each one's fastest and median time and ``baseline / candidate``."""
+    times: dict[str, list[float]] = {name: [] for name in steps}
+    order = list(steps)
+    for round_ in range(rounds):
+        for name in order if round_ % 2 else order[::-1]:
+            times[name].append(steps[name]())
+    width = max(map(len, steps))
+    for name, values in times.items():
+        print(f"{name:>{width}}: fastest {min(values) * 1e3:.2f} ms, median {statistics.median(values) * 1e3:.2f} ms")
+    slow, fast = times[baseline], times[candidate]
+    print(
+        f"{baseline} / {candidate}: {min(slow) / min(fast):.3f} (fastest), "
+        f"{statistics.median(slow) / statistics.median(fast):.3f} (median)"
+    )

@@ -12,7 +12,6 @@ on it, so each keeps its own graphs). Prints each one's fastest and median step 
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -23,6 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import foveal.glimpse.separable as separable  # noqa: E402
+from _trainer import compare_interleaved  # noqa: E402
 from compile import CASES, build  # noqa: E402
 
 
@@ -46,18 +46,8 @@ def main() -> None:
     for name in arms:
         torch.manual_seed(0)
         print(f"{name}: first step (compiles) {step(name):.1f} s", flush=True)
-    times: dict[str, list[float]] = {name: [] for name in arms}
-    order = list(arms)
-    for round_ in range(args.rounds):
-        for name in order if round_ % 2 else order[::-1]:
-            times[name].append(step(name))
-    for name, values in times.items():
-        print(f"{name:>15}: fastest {min(values) * 1e3:.1f} ms, median {statistics.median(values) * 1e3:.1f} ms")
-    gemms, sums = times["batched GEMMs"], times["broadcast sums"]
-    print(
-        f"batched GEMMs / broadcast sums: {min(gemms) / min(sums):.3f} (fastest), "
-        f"{statistics.median(gemms) / statistics.median(sums):.3f} (median)"
-    )
+    steps = {name: lambda name=name: step(name) for name in arms}
+    compare_interleaved(steps, args.rounds, "batched GEMMs", "broadcast sums")
 
 
 if __name__ == "__main__":

@@ -13,7 +13,6 @@ first losses agree. Prints each one's fastest and median step and their ratios.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -24,6 +23,7 @@ from torch import nn
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from _trainer import compare_interleaved  # noqa: E402
 from compile import CASES, build  # noqa: E402
 from foveal.models.pooling import MaxPool2d  # noqa: E402
 
@@ -60,19 +60,17 @@ def main() -> None:
         print(f"{name}: first step (compiles) {time.perf_counter() - start:.1f} s, loss {losses[name]:.6f}", flush=True)
     if abs(losses["foveal pool"] - losses["library pool"]) > 1e-5 * max(1.0, abs(losses["library pool"])):
         raise SystemExit("the two steps' losses differ")
-    times: dict[str, list[float]] = {name: [] for name in arms}
-    order = list(arms)
-    for round_ in range(args.rounds):
-        for name in order if round_ % 2 else order[::-1]:
-            start = time.perf_counter()
-            arms[name].step(batch)
-            times[name].append(time.perf_counter() - start)
-    for name, values in times.items():
-        print(f"{name:>13}: fastest {min(values) * 1e3:.2f} ms, median {statistics.median(values) * 1e3:.2f} ms")
-    library_s, foveal_s = times["library pool"], times["foveal pool"]
-    print(
-        f"library / foveal pool: {min(library_s) / min(foveal_s):.3f} (fastest), "
-        f"{statistics.median(library_s) / statistics.median(foveal_s):.3f} (median)"
+
+    def step(trainer: object) -> float:
+        start = time.perf_counter()
+        trainer.step(batch)
+        return time.perf_counter() - start
+
+    compare_interleaved(
+        {name: lambda trainer=trainer: step(trainer) for name, trainer in arms.items()},
+        args.rounds,
+        "library pool",
+        "foveal pool",
     )
 
 
