@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from foveal.sweep import markdown_table, parse_marker, read_results
+from foveal.sweep import parse_marker, read_results, results_table
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -29,7 +29,7 @@ def refresh(text: str) -> str:
         name, metric = marker
         while i < len(lines) and lines[i].startswith("|"):  # the old table, if any
             i += 1
-        out.extend(markdown_table(read_results(ROOT / "results" / f"{name}.jsonl"), metric).splitlines())
+        out.extend(results_table(read_results(ROOT / "results" / f"{name}.jsonl"), metric).splitlines())
     return "\n".join(out) + ("\n" if text.endswith("\n") else "")
 
 

@@ -10,7 +10,7 @@ import pytest
 from foveal.cli import main
 from foveal.errors import FovealError
 from foveal.runs import holds_this_run
-from foveal.sweep import docs_tables, markdown_table, read_results, run_sweep
+from foveal.sweep import docs_tables, markdown_table, read_results, results_table, run_sweep
 from foveal.train import Interrupted, RunDir
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -79,7 +79,7 @@ def test_every_table_in_the_docs_matches_its_results_file(page):
     for name, metric, table in docs_tables(page.read_text()):
         rows = read_results(ROOT / "results" / f"{name}.jsonl")
         assert rows, f"{page.name}: no results/{name}.jsonl for its table"
-        assert table == markdown_table(rows, metric), f"{page.name}: the {name} table differs from its results file"
+        assert table == results_table(rows, metric), f"{page.name}: the {name} table differs from its results file"
 
 
 def test_a_setting_without_the_metric_shows_a_dash_and_a_missing_seed_is_an_error():

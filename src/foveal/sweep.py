@@ -196,6 +196,49 @@ def markdown_table(rows: Sequence[dict[str, Any]], metric: str, digits: int = 3)
     return "\n".join(lines)
 
 
+def speed_table(rows: Sequence[dict[str, Any]], digits: int = 2) -> str:
+    """The table of a speed benchmark's file (rows with a ``case``): medians per case of its newest runs.
+
+    A case's rows are grouped by case, compile mode and graph pass; each group is summarised over the rows of
+    the newest commit that timed it (the file's order), so an older commit's runs never mix into the table
+    (each row keeps its commit and command in the file).
+
+    Example:
+        >>> rows = [{"case": "ntm", "compiled_ms": m, "speedup": s, "commit": c} for m, s, c in
+        ...         ((30.0, 2.0, "a"), (20.0, 3.0, "b"), (22.0, 3.4, "b"), (21.0, 3.2, "b"))]
+        >>> print(speed_table(rows))
+        | case | mode | runs | compiled ms (median) | speed-up (median) | min-max |
+        | --- | --- | --- | --- | --- | --- |
+        | ntm | default | 3 | 21.00 | 3.20x | 3.00-3.40x |
+    """
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for row in rows:
+        mode = row.get("compile_mode", "default") + (" (no graph pass)" if row.get("graph_pass") == "off" else "")
+        groups.setdefault((row["case"], mode), []).append(row)
+    with_base = any("speedup_vs_base" in row for row in rows)
+    header = ["case", "mode", "runs", "compiled ms (median)", "speed-up (median)", "min-max"]
+    header += ["on the base commit's eager step"] if with_base else []
+    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join(["---"] * len(header)) + " |"]
+    for (case, mode), group in groups.items():
+        newest = group[-1]["commit"]
+        runs = [r for r in group if r["commit"] == newest]
+        speedups = [r["speedup"] for r in runs]
+        cells_ = [case, mode, str(len(runs)), f"{statistics.median(r['compiled_ms'] for r in runs):.{digits}f}"]
+        cells_ += [f"{statistics.median(speedups):.{digits}f}x", f"{min(speedups):.{digits}f}-{max(speedups):.{digits}f}x"]
+        if with_base:
+            base = [r["speedup_vs_base"] for r in runs if "speedup_vs_base" in r]
+            cells_.append(f"{statistics.median(base):.{digits}f}x" if base else "-")
+        lines.append("| " + " | ".join(cells_) + " |")
+    return "\n".join(lines)
+
+
+def results_table(rows: Sequence[dict[str, Any]], metric: str) -> str:
+    """The docs table of a results file: :func:`speed_table` for a benchmark's rows, else :func:`markdown_table`."""
+    if rows and all("case" in row for row in rows):
+        return speed_table(rows)
+    return markdown_table(rows, metric)
+
+
 MARKER = "<!-- results:"
 
 
