@@ -224,7 +224,8 @@ def speed_table(rows: Sequence[dict[str, Any]], digits: int = 2) -> str:
         runs = [r for r in group if r["commit"] == newest]
         speedups = [r["speedup"] for r in runs]
         cells_ = [case, mode, str(len(runs)), f"{statistics.median(r['compiled_ms'] for r in runs):.{digits}f}"]
-        cells_ += [f"{statistics.median(speedups):.{digits}f}x", f"{min(speedups):.{digits}f}-{max(speedups):.{digits}f}x"]
+        spread = f"{min(speedups):.{digits}f}-{max(speedups):.{digits}f}x"
+        cells_ += [f"{statistics.median(speedups):.{digits}f}x", spread]
         if with_base:
             base = [r["speedup_vs_base"] for r in runs if "speedup_vs_base" in r]
             cells_.append(f"{statistics.median(base):.{digits}f}x" if base else "-")
