@@ -162,3 +162,16 @@ def test_an_interrupted_sweep_goes_on_from_the_run_s_checkpoint(tmp_path, monkey
         run_sweep("toy-stop", "toy", None, {}, [1], sets=sets)
     assert losses == [False] * 25  # from step 0 (the stop at step 25 again): not resumed
     assert json.loads(other.config.read_text())["config"]["model"]["hidden"] == 4
+
+
+@pytest.mark.parametrize(
+    "path",
+    [p for p in sorted((ROOT / "results").rglob("*.jsonl")) if not p.name.endswith(".metrics.jsonl")],
+    ids=lambda p: str(p.relative_to(ROOT)),
+)
+def test_every_results_row_says_how_to_make_it_again(path):
+    """A row carries its seed, the commit that made it and the command (``*.metrics.jsonl`` files are a GPU run's
+    training log, copied by ``benchmarks/cuda.sh``, not results rows)."""
+    for number, row in enumerate(read_results(path), 1):
+        missing = [key for key in ("seed", "commit", "command") if key not in row]
+        assert not missing, f"{path.name}, row {number}: no {', '.join(missing)}"

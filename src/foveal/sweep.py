@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import itertools
 import json
+import shlex
 import statistics
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -59,6 +61,25 @@ def read_results(path: str | Path) -> list[dict[str, Any]]:
     if not path.is_file():
         return []
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def train_command(recipe: str, preset: str | None, sets: dict[str, str], seed: int, threads: int = 1) -> str:
+    """The ``foveal train`` command that makes one row of a sweep again.
+
+    Example:
+        >>> train_command("toy", "quick", {"model.hidden": "8"}, 2)
+        'foveal train toy --preset quick --set model.hidden=8 --seed 2 --threads 1'
+    """
+    parts = ["foveal", "train", recipe, *(["--preset", preset] if preset else [])]
+    parts += [arg for key, value in sets.items() for arg in ("--set", f"{key}={value}")]
+    return shlex.join([*parts, "--seed", str(seed), "--threads", str(threads)])
+
+
+def script_provenance() -> dict[str, str]:
+    """``{"commit", "command"}`` for a row that a script (a benchmark, a study) writes to ``results/``."""
+    from foveal.runs import commit_id
+
+    return {"commit": commit_id(), "command": shlex.join(["python", *sys.argv])}
 
 
 def _row_key(row: dict[str, Any]) -> tuple[Any, ...]:
@@ -117,6 +138,7 @@ def run_sweep(
                 "wall_s": info["seconds"],
                 "cpu_s": info["cpu_seconds"],
                 "commit": commit_id(),
+                "command": train_command(recipe, preset, settings, seed, threads),
                 "torch": torch.__version__,
             }
             if info["parts"] > 1:  # resumed: the times add up every part that run.json recorded

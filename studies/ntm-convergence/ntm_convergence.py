@@ -24,6 +24,7 @@ import torch
 from foveal.errors import NonFiniteError
 from foveal.recipes.config import resolve_config
 from foveal.runs import get_recipe
+from foveal.sweep import script_provenance
 from foveal.train import Callback, Curriculum, StepBatchSampler, Trainer, evaluate, seed_everything
 
 
@@ -123,6 +124,7 @@ def converge(recipe_name: str, seed: int, preset: str | None, sets: dict[str, st
         **({"after_steps": args.after, "after_cpu_s": round(after_cpu, 1)} if args.after else {}),
         **({"level": curriculum.level} if curriculum is not None else {}),  # where an unconverged run stopped
         **{k: round(v, 4) for k, v in metrics.items()},
+        **script_provenance(),
     }
 
 

@@ -21,6 +21,7 @@ from torch.utils.data import DataLoader
 
 from foveal.data.easy_vqa import ANSWER_TYPES
 from foveal.runs import load_run
+from foveal.sweep import script_provenance
 
 PARTS = ("on_object", "outline_cells_outside", "ring", "far")
 
@@ -68,7 +69,14 @@ def main() -> None:
     with args.out.open("a") as out:
         for run_dir in args.runs:
             for kind, parts in split(run_dir, args.limit).items():
-                row = {"run": str(run_dir), "answer_type": kind, **{k: round(v, 4) for k, v in parts.items()}}
+                seed = json.loads((run_dir / "config.json").read_text())["config"]["seed"]
+                row = {
+                    "run": str(run_dir),
+                    "seed": seed,
+                    "answer_type": kind,
+                    **{k: round(v, 4) for k, v in parts.items()},
+                }
+                row |= script_provenance()
                 out.write(json.dumps(row) + "\n")
                 print(json.dumps(row))
 
