@@ -82,7 +82,7 @@ def check_shape(
         if (isinstance(want, int) and want != got) or (isinstance(want, str) and bound[want] != got):
             ok = False
     if not ok:
-        raise ValueError(f"{name}: expected shape {_describe(expected, sizes, leading)}, got {shape}")
+        raise FovealError(f"{name}: expected shape {_describe(expected, sizes, leading)}, got {shape}")
     sizes.update(bound)
     return sizes
 

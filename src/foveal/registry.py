@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any, Generic, TypeVar
 
+from foveal.errors import FovealError
+
 T = TypeVar("T")
 
 
@@ -34,7 +36,7 @@ class Registry(Generic[T]):
     def register(self, name: str) -> Callable[[T], T]:
         def add(entry: T) -> T:
             if name in self._entries and self._entries[name] is not entry:
-                raise ValueError(f"{self.kind} {name!r} is registered twice")
+                raise FovealError(f"{self.kind} {name!r} is registered twice")
             self._entries[name] = entry
             return entry
 
@@ -42,7 +44,7 @@ class Registry(Generic[T]):
 
     def get(self, name: str) -> T:
         if name not in self._entries:
-            raise ValueError(f"unknown {self.kind} {name!r}; choose from: {', '.join(self.names())}")
+            raise FovealError(f"unknown {self.kind} {name!r}; choose from: {', '.join(self.names())}")
         return self._entries[name]
 
     def names(self) -> list[str]:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from foveal.errors import FovealError
 from foveal.recipes import load_all
 from foveal.recipes.base import Recipe, RunConfig, Task
 from foveal.recipes.config import (
@@ -113,12 +114,12 @@ def prepare_run(
     run_dir = Path(out) if out is not None else default_run_dir(recipe_name, preset)
     if resume:
         if not RunDir(run_dir).checkpoint.is_file():
-            raise ValueError(f"cannot resume: {RunDir(run_dir).checkpoint} does not exist")
+            raise FovealError(f"cannot resume: {RunDir(run_dir).checkpoint} does not exist")
         saved_recipe, saved_preset, config = load_run_config(run_dir)
         if saved_recipe.name != recipe_name:
-            raise ValueError(f"cannot resume: {run_dir} is a run of recipe {saved_recipe.name!r}, not {recipe_name!r}")
+            raise FovealError(f"cannot resume: {run_dir} is a run of recipe {saved_recipe.name!r}, not {recipe_name!r}")
         if preset is not None and preset != saved_preset:
-            raise ValueError(f"cannot resume: {run_dir} was trained with preset {saved_preset!r}, not {preset!r}")
+            raise FovealError(f"cannot resume: {run_dir} was trained with preset {saved_preset!r}, not {preset!r}")
         saved = config_to_dict(config)
         if config_file is not None:
             apply_overrides(config, read_config_file(config_file), str(config_file))
@@ -129,7 +130,7 @@ def prepare_run(
         validate(config)
         changed = set(_diff(saved, config_to_dict(config))) - RESUMABLE_CHANGES
         if changed:
-            raise ValueError(
+            raise FovealError(
                 f"cannot resume {run_dir}: only {', '.join(sorted(RESUMABLE_CHANGES))} may change, "
                 f"not {', '.join(sorted(changed))}"
             )
@@ -137,7 +138,7 @@ def prepare_run(
     else:
         config = resolve_config(recipe, preset, config_file, sets, seed, threads)
         if RunDir(run_dir).checkpoint.is_file() and not overwrite:
-            raise ValueError(f"{run_dir} already holds a run; pass --resume to continue it, --overwrite, or --out NEW")
+            raise FovealError(f"{run_dir} already holds a run; pass --resume to continue it, --overwrite, or --out NEW")
         if overwrite and is_main():
             RunDir(run_dir).clear()
     if is_main():
@@ -237,13 +238,13 @@ def load_run(run_dir: str | Path) -> Run:
     """Rebuild a run's task from ``RUN/config.json`` and load the trained weights."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
-        raise ValueError(f"run directory {str(run_dir)!r} does not exist")
+        raise FovealError(f"run directory {str(run_dir)!r} does not exist")
     recipe, preset, config = load_run_config(run_dir)
     seed_everything(config.seed)
     task = recipe.build(config)
     path = RunDir(run_dir).checkpoint
     if not path.is_file():
-        raise ValueError(f"{run_dir} has no {path.name}; train it first (foveal train {recipe.name} --out {run_dir})")
+        raise FovealError(f"{run_dir} has no {path.name}; train it first (foveal train {recipe.name} --out {run_dir})")
     state = load(path)
     load_model_state(task.model, state.get("model"), path)
     for callback, saved in zip(task.callbacks, state.get("callbacks", []), strict=False):
@@ -258,7 +259,7 @@ def eval_run(run: str | Path | Run, threads: int | None = None) -> dict[str, flo
     run = run if isinstance(run, Run) else load_run(run)
     torch.set_num_threads(threads or run.config.threads)
     if run.task.evaluate is None or run.task.eval_set is None:
-        raise ValueError(f"recipe {run.recipe.name!r} defines no evaluation")
+        raise FovealError(f"recipe {run.recipe.name!r} defines no evaluation")
     metrics = evaluate(run.task, run.task.model)
     write_text_atomic(json.dumps(metrics, indent=2) + "\n", RunDir(run.dir).eval)
     return metrics
@@ -271,7 +272,7 @@ def show_run(run: str | Path | Run, threads: int | None = None) -> list[Path]:
     run = run if isinstance(run, Run) else load_run(run)
     torch.set_num_threads(threads or run.config.threads)
     if run.task.show is None:
-        raise ValueError(f"recipe {run.recipe.name!r} draws no figures")
+        raise FovealError(f"recipe {run.recipe.name!r} draws no figures")
     model = run.task.model.eval()
     with torch.no_grad():
         paths = list(run.task.show(model, run.task.eval_set, RunDir(run.dir).figures))

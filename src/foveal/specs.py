@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from functools import cache
 from typing import Any, TypeVar
 
+from foveal.errors import FovealError
+
 S = TypeVar("S")
 
 
@@ -36,13 +38,13 @@ def resolve_spec(spec_type: type[S], spec: S | None, options: dict[str, Any]) ->
     """
     base = spec_type() if spec is None else spec
     if not isinstance(base, spec_type):
-        raise ValueError(f"spec must be a {spec_type.__name__}, got {type(base).__name__}")
+        raise FovealError(f"spec must be a {spec_type.__name__}, got {type(base).__name__}")
     names = [f.name for f in dataclasses.fields(spec_type)]  # type: ignore[arg-type]
     for key in options:
         if key not in names:
             close = difflib.get_close_matches(key, names, n=1)
             hint = f"did you mean {close[0]!r}? " if close else ""
-            raise ValueError(f"unknown option {key!r} of {spec_type.__name__}; {hint}options: {', '.join(names)}")
+            raise FovealError(f"unknown option {key!r} of {spec_type.__name__}; {hint}options: {', '.join(names)}")
     return dataclasses.replace(base, **options) if options else base  # type: ignore[type-var]
 
 

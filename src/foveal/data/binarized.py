@@ -18,6 +18,7 @@ from torch import Tensor
 from torch.utils.data import Dataset
 
 from foveal.data.images import load_base
+from foveal.errors import FovealError
 
 BINARIZE_MODES = ("threshold", "sample")
 
@@ -47,7 +48,7 @@ def binarize(
         return (images > threshold).to(images.dtype)
     if mode == "sample":
         return torch.bernoulli(images.clamp(0, 1), generator=generator)
-    raise ValueError(f"unknown binarisation {mode!r}; choose from: {', '.join(BINARIZE_MODES)}")
+    raise FovealError(f"unknown binarisation {mode!r}; choose from: {', '.join(BINARIZE_MODES)}")
 
 
 class BinarizedImages(Dataset):

@@ -26,7 +26,7 @@ from torch.utils.data import Dataset
 from foveal.data.by_image import ByImage, collate_by_image, denormalize, normalize
 from foveal.data.cache import cache_root, save_npz
 from foveal.data.text import PAD, UNK, encode, make_vocab, pad, tokenize
-from foveal.errors import DataUnavailableError
+from foveal.errors import DataUnavailableError, FovealError
 
 __all__ = [
     "ANSWER_TYPES",
@@ -223,7 +223,7 @@ class EasyVQA(Dataset):
         limit: int | None = None,
     ) -> None:
         if split not in SPLITS:
-            raise ValueError(f"unknown easy-VQA split {split!r}; choose from: {', '.join(SPLITS)}")
+            raise FovealError(f"unknown easy-VQA split {split!r}; choose from: {', '.join(SPLITS)}")
         self.split = split
         self.data = data if data is not None else load_easy_vqa(cache_dir)
         arrays = self.data.splits[split]

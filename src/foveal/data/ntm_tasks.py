@@ -39,6 +39,8 @@ import torch
 from torch import Tensor
 from torch.utils.data import Dataset
 
+from foveal.errors import FovealError
+
 
 class NTMBatch(NamedTuple):
     """Inputs of every step and the targets of the last ``T_out`` steps; one length per batch."""
@@ -195,7 +197,7 @@ class AssociativeRecall:
     def sample(self, batch_size: int, generator: torch.Generator, *, n_items: int | None = None) -> NTMBatch:
         n = _randint(self.min_items, self.max_items, generator) if n_items is None else n_items
         if n < 2:
-            raise ValueError(f"associative recall needs at least 2 items, got {n}")
+            raise FovealError(f"associative recall needs at least 2 items, got {n}")
         k, W = self.item_len, self.width
         items = _bits((batch_size, n, k, W), generator)
         query = torch.randint(0, n - 1, (batch_size,), generator=generator)
@@ -247,7 +249,7 @@ class PrioritySort:
 
     def sample(self, batch_size: int, generator: torch.Generator) -> NTMBatch:
         if not 1 <= self.n_out <= self.n_in:
-            raise ValueError(f"priority sort needs 1 <= n_out <= n_in, got n_out={self.n_out}, n_in={self.n_in}")
+            raise FovealError(f"priority sort needs 1 <= n_out <= n_in, got n_out={self.n_out}, n_in={self.n_in}")
         seq = _bits((batch_size, self.n_in, self.width), generator)
         priority = torch.rand(batch_size, self.n_in, generator=generator) * 2 - 1
         inputs = torch.zeros(batch_size, self.n_in + 1 + self.n_out, self.width + 2)

@@ -78,7 +78,7 @@ def coerce(value: Any, tp: Any) -> Any:
         return value
     if origin is Literal:
         if value not in args:
-            raise ValueError("not a valid choice")
+            raise FovealError("not a valid choice")
         return value
     if origin in (typing.Union, types.UnionType):
         if type(None) in args and (value is None or (isinstance(value, str) and value.lower() in ("none", "null"))):
@@ -91,7 +91,7 @@ def coerce(value: Any, tp: Any) -> Any:
                 return coerce(value, member)
             except ValueError as e:
                 errors.append(str(e))
-        raise ValueError(f"{value!r} is not {_type_name(tp)}")
+        raise FovealError(f"{value!r} is not {_type_name(tp)}")
     if origin in (tuple, list):
         items = value
         if isinstance(value, str):
@@ -100,10 +100,10 @@ def coerce(value: Any, tp: Any) -> Any:
                 text = text[1:-1]
             items = [s.strip() for s in text.split(",") if s.strip()]
         if not isinstance(items, list | tuple):
-            raise ValueError(f"{value!r} is not a sequence ({_type_name(tp)})")
+            raise FovealError(f"{value!r} is not a sequence ({_type_name(tp)})")
         if origin is tuple and args and args[-1] is not Ellipsis:
             if len(items) != len(args):
-                raise ValueError(f"{value!r} needs {len(args)} items ({_type_name(tp)})")
+                raise FovealError(f"{value!r} needs {len(args)} items ({_type_name(tp)})")
             return tuple(coerce(v, a) for v, a in zip(items, args, strict=True))
         item_tp = args[0] if args else Any
         return origin(coerce(v, item_tp) for v in items)
@@ -112,7 +112,7 @@ def coerce(value: Any, tp: Any) -> Any:
             return value
         if isinstance(value, str) and value.lower() in _TRUE | _FALSE:
             return value.lower() in _TRUE
-        raise ValueError(f"{value!r} is not a bool (true/false)")
+        raise FovealError(f"{value!r} is not a bool (true/false)")
     if tp is int:
         if isinstance(value, int) and not isinstance(value, bool):
             return value
@@ -121,7 +121,7 @@ def coerce(value: Any, tp: Any) -> Any:
                 return int(value.replace("_", ""))
             except ValueError:
                 pass
-        raise ValueError(f"{value!r} is not an int")
+        raise FovealError(f"{value!r} is not an int")
     if tp is float:
         if isinstance(value, int | float) and not isinstance(value, bool):
             return float(value)
@@ -130,12 +130,12 @@ def coerce(value: Any, tp: Any) -> Any:
                 return float(value)
             except ValueError:
                 pass
-        raise ValueError(f"{value!r} is not a float")
+        raise FovealError(f"{value!r} is not a float")
     if tp is str:
         if isinstance(value, str):
             return value
-        raise ValueError(f"{value!r} is not a string")
-    raise ValueError(f"cannot set a field of type {_type_name(tp)}")
+        raise FovealError(f"{value!r} is not a string")
+    raise FovealError(f"cannot set a field of type {_type_name(tp)}")
 
 
 def apply_overrides(config: RunConfig, overrides: Mapping[str, Any], source: str = "override") -> RunConfig:
@@ -160,7 +160,7 @@ def apply_overrides(config: RunConfig, overrides: Mapping[str, Any], source: str
         if key not in known:
             close = difflib.get_close_matches(key, known, n=1)
             hint = f"did you mean {close[0]!r}? " if close else ""
-            raise ValueError(f"unknown config key {key!r} ({source}); {hint}valid keys: {', '.join(sorted(known))}")
+            raise FovealError(f"unknown config key {key!r} ({source}); {hint}valid keys: {', '.join(sorted(known))}")
         try:
             parsed = coerce(value, known[key])
         except ValueError:
@@ -169,7 +169,7 @@ def apply_overrides(config: RunConfig, overrides: Mapping[str, Any], source: str
                 expected = f"choose from: {', '.join(map(str, typing.get_args(tp)))}"
             else:
                 expected = f"expected {_type_name(tp)}"
-            raise ValueError(f"bad value {value!r} for {key} ({source}); {expected}") from None
+            raise FovealError(f"bad value {value!r} for {key} ({source}); {expected}") from None
         *path, leaf = key.split(".")
         target: Any = config
         for part in path:
@@ -182,7 +182,7 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
     """Read overrides from a ``.toml`` or ``.json`` file (nested tables or dotted keys)."""
     path = Path(path)
     if not path.is_file():
-        raise ValueError(f"config file {str(path)!r} does not exist")
+        raise FovealError(f"config file {str(path)!r} does not exist")
     try:
         if path.suffix == ".toml":
             with path.open("rb") as f:
@@ -190,12 +190,12 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
         if path.suffix == ".json":
             data = json.loads(path.read_text())
             if not isinstance(data, dict):
-                raise ValueError("the top level must be an object")
+                raise FovealError("the top level must be an object")
             # A saved RUN/config.json may be passed back in: take its config part.
             return data["config"] if {"recipe", "config"} <= data.keys() else data
     except (tomllib.TOMLDecodeError, json.JSONDecodeError, ValueError) as e:
-        raise ValueError(f"cannot read config file {str(path)!r}: {e}") from None
-    raise ValueError(f"config file {str(path)!r} must end in .toml or .json")
+        raise FovealError(f"cannot read config file {str(path)!r}: {e}") from None
+    raise FovealError(f"config file {str(path)!r} must end in .toml or .json")
 
 
 def parse_sets(pairs: list[str] | None) -> dict[str, str]:
@@ -209,7 +209,7 @@ def parse_sets(pairs: list[str] | None) -> dict[str, str]:
     for pair in pairs or []:
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
-            raise ValueError(f"--set needs key=value, got {pair!r}")
+            raise FovealError(f"--set needs key=value, got {pair!r}")
         out[key.strip()] = value.strip()
     return out
 
@@ -243,7 +243,7 @@ def resolve_config(
     if preset is not None:
         if preset not in recipe.presets:
             choices = ", ".join(sorted(recipe.presets)) or "(none)"
-            raise ValueError(f"unknown preset {preset!r} for recipe {recipe.name!r}; choose from: {choices}")
+            raise FovealError(f"unknown preset {preset!r} for recipe {recipe.name!r}; choose from: {choices}")
         apply_overrides(config, recipe.presets[preset], f"preset {preset}")
     if config_file is not None:
         apply_overrides(config, read_config_file(config_file), str(config_file))
@@ -262,14 +262,14 @@ def validate(config: RunConfig) -> None:
     loop = config.loop
     for key in ("steps", "batch_size"):
         if getattr(loop, key) < 1:
-            raise ValueError(f"bad value for loop.{key}: {getattr(loop, key)}; expected an int >= 1")
+            raise FovealError(f"bad value for loop.{key}: {getattr(loop, key)}; expected an int >= 1")
     for key in ("eval_every", "ckpt_every", "log_every", "warmup_steps", "step_size"):
         if getattr(loop, key) < 0:
-            raise ValueError(f"bad value for loop.{key}: {getattr(loop, key)}; expected an int >= 0")
+            raise FovealError(f"bad value for loop.{key}: {getattr(loop, key)}; expected an int >= 0")
     if loop.schedule == "step" and loop.step_size < 1:
-        raise ValueError("loop.schedule=step needs loop.step_size >= 1")
+        raise FovealError("loop.schedule=step needs loop.step_size >= 1")
     if config.threads < 1:
-        raise ValueError(f"bad value for threads: {config.threads}; expected an int >= 1")
+        raise FovealError(f"bad value for threads: {config.threads}; expected an int >= 1")
 
 
 def describe_config(config: Any, prefix: str = "") -> list[tuple[str, str, Any, str]]:
@@ -326,7 +326,7 @@ def load_run_config(run_dir: str | Path) -> tuple[Recipe, str | None, RunConfig]
 
     path = RunDir(run_dir).config
     if not path.is_file():
-        raise ValueError(f"{str(run_dir)!r} is not a run directory (no {path.name}); train one with `foveal train`")
+        raise FovealError(f"{str(run_dir)!r} is not a run directory (no {path.name}); train one with `foveal train`")
     try:
         record = json.loads(path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as e:

@@ -30,6 +30,7 @@ from foveal.data.easy_vqa import (
     denormalize,
     load_easy_vqa,
 )
+from foveal.errors import FovealError
 from foveal.models.vqa import VQA, VQASpec
 from foveal.recipes.base import LoopConfig, Recipe, RunConfig, Task
 from foveal.registry import RECIPES
@@ -89,7 +90,7 @@ class EasyVQAConfig(RunConfig):
 
 def build_model(config: EasyVQAConfig, vocab_size: int, num_answers: int) -> VQA:
     if config.model.image_size != IMAGE_SIZE:
-        raise ValueError(f"easy-VQA pictures are {IMAGE_SIZE} px; model.image_size is {config.model.image_size}")
+        raise FovealError(f"easy-VQA pictures are {IMAGE_SIZE} px; model.image_size is {config.model.image_size}")
     return VQA(vocab_size, num_answers, config.model)
 
 
@@ -191,11 +192,13 @@ def build(config: EasyVQAConfig) -> Task:
 def temperature_schedule(config: EasyVQAConfig, model: VQA) -> list[Callback]:
     """The warm start of the stacked head's score temperature, or nothing for a head without one."""
     if not 0.0 <= config.temperature_warmup <= 1.0:
-        raise ValueError(f"temperature_warmup is a fraction of the steps, from 0 to 1; got {config.temperature_warmup}")
+        raise FovealError(
+            f"temperature_warmup is a fraction of the steps, from 0 to 1; got {config.temperature_warmup}"
+        )
     if config.temperature_warmup == 0 or config.model.head != "stacked":
         return []
     if not config.temperature_from > 0:
-        raise ValueError(f"temperature_from divides the scores, so it must be > 0; got {config.temperature_from}")
+        raise FovealError(f"temperature_from divides the scores, so it must be > 0; got {config.temperature_from}")
     head = model.head
 
     def apply(temperature: float) -> None:

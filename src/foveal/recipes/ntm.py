@@ -36,6 +36,7 @@ from foveal.data.ntm_tasks import (
     output_phase,
     wrong_bits,
 )
+from foveal.errors import FovealError
 from foveal.models.ntm import NTM, NTMSpec
 from foveal.recipes.base import LoopConfig, Recipe, RunConfig, Task
 from foveal.registry import RECIPES
@@ -170,10 +171,10 @@ def _levels(config: NTMConfig, recipe: str) -> list[NTMTask]:
             grow = range(c.curriculum_start, c.n_out, c.curriculum_step)
             return [PrioritySort(c.width, c.n_in, k) for k in grow] + [top]
         if c.curriculum_over != "inputs":
-            raise ValueError(f"curriculum_over must be 'inputs' or 'outputs', got {c.curriculum_over!r}")
+            raise FovealError(f"curriculum_over must be 'inputs' or 'outputs', got {c.curriculum_over!r}")
         grow = range(c.curriculum_start, c.n_in, c.curriculum_step)
         return [PrioritySort(c.width, n, max(1, round(n * c.n_out / c.n_in))) for n in grow] + [top]
-    raise ValueError(f"unknown NTM recipe {recipe!r}")
+    raise FovealError(f"unknown NTM recipe {recipe!r}")
 
 
 # ---- loss, evaluation, pictures ---------------------------------------------------------------

@@ -45,6 +45,7 @@ from foveal.data.shapes import (
     object_boxes,
     question_set,
 )
+from foveal.errors import FovealError
 from foveal.models.vqa import VQA, VQASpec
 from foveal.recipes.base import LoopConfig, Recipe, RunConfig, Task
 from foveal.registry import RECIPES
@@ -174,9 +175,9 @@ def collate_by_image(items: list[ShapesImageBatch]) -> ShapesImageBatch:
 
 def build_model(config: ShapesVQAConfig) -> VQA:
     if config.model.image_size != IMAGE_SIZE or not config.model.pointing:
-        raise ValueError(f"shapes-vqa needs model.image_size={IMAGE_SIZE} (its pictures) and model.pointing=true")
+        raise FovealError(f"shapes-vqa needs model.image_size={IMAGE_SIZE} (its pictures) and model.pointing=true")
     if config.questions not in QUESTION_SETS:
-        raise ValueError(f"questions must be one of {', '.join(QUESTION_SETS)}, got {config.questions!r}")
+        raise FovealError(f"questions must be one of {', '.join(QUESTION_SETS)}, got {config.questions!r}")
     qs = question_set(config.questions)
     return VQA(len(qs.vocab), len(qs.answers), config.model)
 

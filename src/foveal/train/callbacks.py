@@ -7,6 +7,7 @@ from typing import Any
 
 import torch
 
+from foveal.errors import FovealError
 from foveal.train.task import Callback
 
 
@@ -40,9 +41,9 @@ class Curriculum(Callback):
         anneal: float = 1.0,
     ) -> None:
         if n_levels < 1:
-            raise ValueError(f"a curriculum needs at least one level, got {n_levels}")
+            raise FovealError(f"a curriculum needs at least one level, got {n_levels}")
         if not 0.0 <= decay < 1.0:
-            raise ValueError(f"a curriculum's decay must be in [0, 1), got {decay}")
+            raise FovealError(f"a curriculum's decay must be in [0, 1), got {decay}")
         self.n_levels, self.metric, self.threshold, self.decay, self.anneal = n_levels, metric, threshold, decay, anneal
         # float32 tensors, so the running mean is the same number on every machine and after a resume
         self._error = torch.tensor(0.5)
@@ -59,7 +60,7 @@ class Curriculum(Callback):
 
     def on_step_end(self, step: int, metrics: dict[str, float]) -> None:
         if self.metric not in metrics:
-            raise ValueError(f"the curriculum reads the metric {self.metric!r}, which the loss does not return")
+            raise FovealError(f"the curriculum reads the metric {self.metric!r}, which the loss does not return")
         self.update(metrics[self.metric])
         metrics["level"] = float(self.level)
 
@@ -99,9 +100,9 @@ class Anneal(Callback):
         self, apply: Callable[[float], None], *, start: float, end: float, steps: int, name: str = "annealed"
     ) -> None:
         if not (start > 0 and end > 0):
-            raise ValueError(f"a geometric schedule needs start and end > 0, got {start!r} and {end!r}")
+            raise FovealError(f"a geometric schedule needs start and end > 0, got {start!r} and {end!r}")
         if steps < 1:
-            raise ValueError(f"a schedule needs at least one step, got {steps}")
+            raise FovealError(f"a schedule needs at least one step, got {steps}")
         self.apply, self.start, self.end, self.steps, self.name = apply, start, end, steps, name
 
     def value(self, done: int) -> float:

@@ -8,6 +8,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from foveal.errors import FovealError
+
 
 def world() -> tuple[int, int]:
     """``(rank, world_size)``: from the process group if there is one, else from torchrun's env."""
@@ -36,7 +38,7 @@ def pick_device(name: str) -> torch.device:
         name = "cuda" if torch.cuda.is_available() else "cpu"
     if name == "cuda":
         if not torch.cuda.is_available():
-            raise ValueError("loop.device=cuda but no CUDA device is available; use loop.device=cpu or auto")
+            raise FovealError("loop.device=cuda but no CUDA device is available; use loop.device=cpu or auto")
         index = int(os.environ.get("LOCAL_RANK", 0))
         torch.cuda.set_device(index)
         return torch.device("cuda", index)

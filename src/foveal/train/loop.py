@@ -21,7 +21,7 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader
 
 from foveal.compiling import CUDA_GRAPH_MODES, compile_count, compile_model
-from foveal.errors import CheckpointError, NonFiniteError
+from foveal.errors import CheckpointError, FovealError, NonFiniteError
 from foveal.specs import flatten
 from foveal.train import checkpoint as ckpt
 from foveal.train import distributed as D
@@ -259,7 +259,7 @@ def _train(task: Task, config: RunConfig, run: RunDir, resume: bool, device: tor
     rng: dict[str, Any] | None = None
     if resume:
         if not run.checkpoint.is_file():
-            raise ValueError(f"nothing to resume: {run.checkpoint} does not exist")
+            raise FovealError(f"nothing to resume: {run.checkpoint} does not exist")
         state = ckpt.load(run.checkpoint, map_location=device)
         trainer.load_state_dict(state, run.checkpoint)
         window = state["window"]

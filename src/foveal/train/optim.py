@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable
 import torch
 from torch import nn
 
+from foveal.errors import FovealError
 from foveal.train.task import LoopConfig
 
 
@@ -38,7 +39,7 @@ def build_optimizer(params: Iterable[nn.Parameter], loop: LoopConfig) -> torch.o
             weight_decay=loop.weight_decay,
             centered=loop.rmsprop_centered,
         )
-    raise ValueError(f"unknown optimizer {loop.optimizer!r}; choose from: adam, adamw, rmsprop")
+    raise FovealError(f"unknown optimizer {loop.optimizer!r}; choose from: adam, adamw, rmsprop")
 
 
 def lr_factor(step: int, loop: LoopConfig) -> float:
@@ -62,7 +63,7 @@ def lr_factor(step: int, loop: LoopConfig) -> float:
         return 0.5 * (1.0 + math.cos(math.pi * min(after, span) / span))
     if loop.schedule == "step":
         return loop.gamma ** (after // loop.step_size)
-    raise ValueError(f"unknown schedule {loop.schedule!r}; choose from: constant, cosine, step")
+    raise FovealError(f"unknown schedule {loop.schedule!r}; choose from: constant, cosine, step")
 
 
 def build_scheduler(

@@ -13,6 +13,8 @@ from collections.abc import Iterator
 import torch
 from torch.utils.data import Sampler
 
+from foveal.errors import FovealError
+
 
 class StepBatchSampler(Sampler[list[int]]):
     """An endless batch sampler, deterministic in ``(seed, epoch)``, starting at a given step.
@@ -38,9 +40,9 @@ class StepBatchSampler(Sampler[list[int]]):
         self, n: int, batch_size: int, seed: int, start_step: int = 0, rank: int = 0, world_size: int = 1
     ) -> None:
         if batch_size % world_size:
-            raise ValueError(f"loop.batch_size={batch_size} must be divisible by the number of processes {world_size}")
+            raise FovealError(f"loop.batch_size={batch_size} must be divisible by the number of processes {world_size}")
         if n < batch_size:
-            raise ValueError(f"the training set has {n} examples, fewer than loop.batch_size={batch_size}")
+            raise FovealError(f"the training set has {n} examples, fewer than loop.batch_size={batch_size}")
         self.n, self.batch_size, self.seed = n, batch_size, seed
         self.start_step, self.rank, self.world_size = start_step, rank, world_size
         self.per_epoch = n // batch_size

@@ -20,6 +20,7 @@ from PIL import Image, ImageDraw
 from torch import Tensor
 
 from foveal._checks import check_shape
+from foveal.errors import FovealError
 
 WRITE_COLOUR = (230, 40, 40)
 READ_COLOUR = (40, 200, 60)
@@ -106,7 +107,7 @@ def gif_frames(
     T, n = canvases.shape[:2]
     columns = min(columns, n)
     if n % columns:
-        raise ValueError(f"gif_frames: {n} images do not fill rows of {columns}")
+        raise FovealError(f"gif_frames: {n} images do not fill rows of {columns}")
     shape = (n // columns, columns)
     return [
         grid(

@@ -18,6 +18,7 @@ import torch  # noqa: F401  (the examples below use it)
 import torch.nn.functional as F
 from torch import Tensor
 
+from foveal.errors import FovealError
 from foveal.viz._mpl import pyplot
 
 
@@ -121,7 +122,7 @@ def mass_in_mask(weights: Tensor, mask: Tensor, grid: tuple[int, int]) -> Tensor
     """
     height, width = mask.shape[-2:]
     if height % grid[0] or width % grid[1]:
-        raise ValueError(f"mask of size {(height, width)} does not split into a {grid} grid")
+        raise FovealError(f"mask of size {(height, width)} does not split into a {grid} grid")
     coverage = F.avg_pool2d(mask[:, None].float(), (height // grid[0], width // grid[1])).flatten(1)  # (B, N)
     coverage = coverage.view(coverage.shape[0], *([1] * (weights.dim() - 2)), coverage.shape[1])
     return (weights * coverage).sum(-1)

@@ -13,6 +13,7 @@ from torch.utils.data import Dataset
 from foveal.data.cache import cache_root, save_tensors
 from foveal.data.images.distortions import CHUNK, DISTORTIONS, PLACED, distort, to_float
 from foveal.data.images.sources import load_base
+from foveal.errors import FovealError
 
 __all__ = ["DistortedImages"]
 
@@ -51,7 +52,7 @@ class DistortedImages(Dataset):
         **options: Any,
     ) -> None:
         if distortion not in DISTORTIONS:
-            raise ValueError(f"unknown distortion {distortion!r}; choose from: {', '.join(DISTORTIONS)}")
+            raise FovealError(f"unknown distortion {distortion!r}; choose from: {', '.join(DISTORTIONS)}")
         self.base, self.split, self.distortion, self.seed = base, split, distortion, seed
         placed = distortion in PLACED
         # v2: placed splits also keep their boxes (a v1 file has none, so it must not be found).

@@ -39,6 +39,7 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from foveal._checks import check_shape
+from foveal.errors import FovealError
 
 __all__ = [
     "CHUNK",
@@ -368,7 +369,7 @@ def distort(
         ``(N, C, 28, 28)`` float -> ``(N, C, H', W')`` float (see the module's table); boxes ``(N, 4)``
     """
     if name not in DISTORTIONS:
-        raise ValueError(f"unknown distortion {name!r}; choose from: {', '.join(DISTORTIONS)}")
+        raise FovealError(f"unknown distortion {name!r}; choose from: {', '.join(DISTORTIONS)}")
     fn = DISTORTIONS[name]
     if name == "cluttered":
         options.setdefault("source", images)

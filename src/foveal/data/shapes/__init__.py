@@ -113,6 +113,7 @@ from foveal.data.shapes.scenes import (
     render,
     valid_scenes,
 )
+from foveal.errors import FovealError
 
 SPLITS = ("train", "test")
 DEFAULT_IMAGES = {"train": 10_000, "test": 1_000}
@@ -166,9 +167,9 @@ def generate(
     from the same seed and split, so they ask about the same pictures.
     """
     if split not in SPLIT_STREAM:
-        raise ValueError(f"unknown shapes split {split!r}; choose from: {', '.join(SPLITS)}")
+        raise FovealError(f"unknown shapes split {split!r}; choose from: {', '.join(SPLITS)}")
     if n_images < 1 or questions_per_image < 1:
-        raise ValueError(f"need n_images >= 1 and questions_per_image >= 1, got {n_images}, {questions_per_image}")
+        raise FovealError(f"need n_images >= 1 and questions_per_image >= 1, got {n_images}, {questions_per_image}")
     chosen = question_set(questions)
     rng = np.random.default_rng((seed, SPLIT_STREAM[split]))
     centres, shapes = make_scenes(rng, n_images, progress=progress)
@@ -218,7 +219,7 @@ def load_shapes(
         questions: the question set, ``"single"`` or ``"two-hop"`` (cached under its own name).
     """
     if split not in SPLIT_STREAM:
-        raise ValueError(f"unknown shapes split {split!r}; choose from: {', '.join(SPLITS)}")
+        raise FovealError(f"unknown shapes split {split!r}; choose from: {', '.join(SPLITS)}")
     question_set(questions)
     n_images = DEFAULT_IMAGES[split] if n_images is None else n_images
     # the single set keeps its original file name, so sets cached before the two-hop one are reused

@@ -8,6 +8,7 @@ import numpy as np
 
 from foveal.data.shapes.scenes import COLOURS, IMAGE_SIZE, N_OBJECTS, SHAPES
 from foveal.data.text import encode, make_vocab, pad
+from foveal.errors import FovealError
 
 FAMILIES = ("non-relational", "relational", "pointing")
 ANSWERS = ("square", "circle", "left", "right", "top", "bottom", "1", "2", "3", "4", "5", "6")
@@ -140,7 +141,7 @@ SETS = {
 def question_set(name: str) -> QuestionSet:
     """The :class:`QuestionSet` called ``name`` (one of :data:`QUESTION_SETS`)."""
     if name not in SETS:
-        raise ValueError(f"unknown shapes question set {name!r}; choose from: {', '.join(QUESTION_SETS)}")
+        raise FovealError(f"unknown shapes question set {name!r}; choose from: {', '.join(QUESTION_SETS)}")
     return SETS[name]
 
 
