@@ -176,9 +176,8 @@ RECIPES.register("draw")(
                 "loop.ckpt_every": 0,
                 "loop.log_every": 5,
             },
-            # minutes on one CPU thread. Read 5 x 5, not the paper's 2 x 2: at T = 16 a 2 x 2 read
-            # sees 8 blurred numbers per step and the model needs ~4x more steps to the same loss
-            # (docs/studies/draw-read-size.md); the paper pairs 2 x 2 with T = 64.
+            # Minutes on one CPU thread. A 5 x 5 read, not the paper's 2 x 2, which it pairs with T = 64: with
+            # fewer steps a 2 x 2 read sees too little (docs/studies/draw-read-size.md).
             "quick": {
                 "model.steps": 16,
                 "model.enc_size": 128,
@@ -203,8 +202,7 @@ RECIPES.register("draw")(
                 "loop.steps": 100000,
                 "loop.lr": 1e-3,
                 "loop.clip_norm": 10.0,
-                # about 1.5x per step compiled, after a ~30 s first compile (benchmarks/compile.py)
-                "loop.compile": True,
+                "loop.compile": True,  # the compiled step repays its first compile (docs/studies/compile-speed.md)
             },
         },
     )

@@ -215,8 +215,8 @@ RECIPES.register("easy-vqa")(
         config=EasyVQAConfig,
         build=build,
         presets={
-            # The full preset's model and rate, 1,500 steps. A wider answer MLP and a rate of 5e-3 learn
-            # sooner, but two seeds of three then read shape questions off the background beside the shape.
+            # The full preset's model and rate, fewer steps: a faster rate or a wider MLP learns sooner but reads
+            # shape questions off the background (docs/studies/vqa-easy-attention.md).
             "quick": {
                 "loop.steps": 1500,
                 "threads": 2,

@@ -60,8 +60,7 @@ class NTMConfig(RunConfig):
     model: NTMSpec = field(default_factory=NTMSpec)
     curriculum: bool = True  # start on short sequences and lengthen them as they are mastered
     curriculum_threshold: float = 0.01  # raise the level when the running bit error rate is below this
-    # At a constant 3e-3, copy converged and then collapsed (0.003 -> 40 wrong bits per sequence
-    # within 200 steps, seed 0), hence the lower rate once the last level is mastered.
+    # A constant rate let copy converge and then collapse, hence a lower one once mastered (docs/studies/ntm-copy.md).
     anneal: float = 0.1  # learning-rate multiplier once the last curriculum level is mastered
     n_eval: int = 1000  # sequences in the evaluation set (the task's full range)
     eval_seed: int = 12345  # the evaluation set does not change with the training seed
@@ -69,10 +68,8 @@ class NTMConfig(RunConfig):
 
 @dataclass
 class CopyConfig(NTMConfig):
-    # The output sees only the reads: an LSTM of 100 units can hold a short sequence by itself, and
-    # with that shortcut some seeds took 4x longer to start using the memory. Heads start still
-    # (mostly keep the previous weighting, shift 0): the trained read heads stay on the first
-    # item's row during the input (docs/ntm.md).
+    # The output sees only the reads, so the controller must use the memory; heads start still, as trained
+    # read heads stay on the first row during the input (docs/studies/ntm-copy.md).
     model: NTMSpec = field(default_factory=_spec(output_from="reads", gate_bias=-2.0, still_bias=2.0))
     width: int = 8  # bits per vector
     min_len: int = 1  # shortest training sequence
@@ -88,9 +85,8 @@ class CopyConfig(NTMConfig):
 
 @dataclass
 class RepeatCopyConfig(NTMConfig):
-    # The read heads start still (as for copy) and the write head walking (as for recall): on the
-    # paper's range 3 of 5 seeds converged in 1,200 s with it (4 in 2,400 s), 2 of 5 with every head
-    # still (docs/ntm.md).
+    # Read heads start still (as for copy), the write head walking (as for recall): more seeds converge on the
+    # paper's range (docs/studies/ntm-write-walk.md).
     model: NTMSpec = field(default_factory=_spec(gate_bias=-2.0, read_still_bias=2.0, write_walk_bias=2.0))
     width: int = 8  # bits per vector
     min_len: int = 1  # shortest sequence to repeat
@@ -110,8 +106,7 @@ class RepeatCopyConfig(NTMConfig):
 
 @dataclass
 class RecallConfig(NTMConfig):
-    # The write head starts walking (shift +1 at 0.79): on the paper's 2-6 items 4 of 5 seeds
-    # converged with it, 2 of 4 without; the others kept writing over 2-3 rows (docs/ntm.md).
+    # The write head starts walking, or it keeps writing over a few rows (docs/studies/ntm-write-walk.md).
     model: NTMSpec = field(default_factory=_spec(write_walk_bias=2.0))
     width: int = 6  # bits per vector
     item_len: int = 3  # vectors per item
@@ -126,14 +121,12 @@ class RecallConfig(NTMConfig):
 
 @dataclass
 class SortConfig(NTMConfig):
-    # Memory rows that differ from the start (learned, 1e-6 + N(0, 0.5^2)) sort better than the
-    # constant start (docs/ntm.md).
+    # Memory rows that differ from the start sort better than a constant start (docs/studies/ntm-sort.md).
     model: NTMSpec = field(default_factory=_spec(memory_init="learned", memory_learned_std=0.5))
     width: int = 8  # bits per vector
     n_in: int = 20  # vectors in
     n_out: int = 16  # vectors out, highest priority first
-    # No curriculum: its first level (top 3 of 4) is never passed at a 1% bit error, so the model
-    # never sees the task (docs/ntm.md). ``--set curriculum=true`` turns it on.
+    # No curriculum: its first level is never passed, so the model would never see the task (docs/studies/ntm-sort.md).
     curriculum: bool = False
     # What the curriculum grows: "inputs" sorts 4, 8, ... of the n_in vectors (n_out keeps the
     # ratio); "outputs" keeps all n_in and asks for the top curriculum_start, + curriculum_step, ...
@@ -333,18 +326,9 @@ _register(
     CopyConfig,
     {
         "quick": {"loop.steps": 1200, "n_eval": 500, "generalise_lengths": (40,), "n_eval_long": 100},
-        # A feed-forward controller, so no state can drift past the 20 steps training shows it (the LSTM's
-        # read head stops walking after ~55 output steps whatever the length: 221 wrong bits at 120). The
-        # write head starts walking; the read head starts still, parked on row 0, which the walking write
-        # head never writes, so a blank read means "input" (started walking instead, some seeds found the
-        # start by content and copied nothing longer than 20). More all-zero training vectors (blank_rate),
-        # because a written one reads blank too: without them most length-120 errors sat in sequences
-        # holding one. The output sees the last read through the controller (output_from=both), which a
-        # controller without memory needs to start the read-out on the right row. 256 rows: in the output
-        # phase the write head spreads over every row and slowly erases them (128 rows: 9.8 wrong bits at
-        # 120). A rate of 1e-3: at 3e-3 seeds 7 and 9 of 0-9 collapsed mid-curriculum. Seeds 0-9: 8 copy
-        # length 80 with <= 1 and 120 with <= 2 wrong bits per sequence (the others 4.1 and 4.2 at 120),
-        # 71-91 CPU-s each, compiled (docs/ntm.md, results/ntm-copy-compiled.jsonl).
+        # Copies past the training lengths: a feed-forward controller has no state to drift, the read head
+        # parks on a row the walking write head never writes, and more rows and blank vectors keep long
+        # sequences intact (docs/studies/ntm-copy-generalisation.md, docs/studies/ntm-copy-blank.md).
         "full": {
             "loop.steps": 2000,
             "loop.lr": 1e-3,
@@ -358,18 +342,16 @@ _register(
             "blank_rate": 0.05,
             "generalise_lengths": (40, 60, 80, 100, 120),
             "n_eval_long": 500,
-            # the step compiled: about 3.5x per step after a ~20 s first compile (benchmarks/compile.py)
-            "loop.compile": True,
+            "loop.compile": True,  # the compiled step repays its first compile (docs/studies/compile-speed.md)
         },
-        # The LSTM controller the previous full preset used: converges (850-1950 steps),
-        # then trains on at a tenth of the rate (anneal); the forget gate starts at bias 3: length 40 < 1
-        # bit for 5 of 5 seeds, 1 of 5 with PyTorch's init; length 80 and beyond fail (docs/ntm.md).
+        # The LSTM controller: learns the training lengths, fails beyond twice them; the forget gate starts
+        # at bias 3, which lets more seeds copy twice the length (docs/studies/ntm-copy-generalisation.md).
         "full-lstm": {
             "loop.steps": 3000,
             "model.forget_bias": 3.0,
             "generalise_lengths": (40, 60, 80, 100, 120),
             "n_eval_long": 1000,
-            "loop.compile": True,  # about 2.9x per step (benchmarks/compile.py)
+            "loop.compile": True,  # (docs/studies/compile-speed.md)
         },
     },
 )
@@ -378,12 +360,8 @@ _register(
     "NTM repeat copy (paper sec. 4.2): lengths 1-10, 1-10 repeats; generalisation to 20 of either",
     RepeatCopyConfig,
     {
-        # Every head still, the start measured here. A quick preset trains in at most three minutes of
-        # one thread (2,400 steps): the curriculum's first levels. Converging on 1-5 takes about 5,000
-        # (seed 0: 5,100, docs/ntm.md; `--set loop.steps=6000`); the walk is unmeasured on 1-5. At
-        # 6,000 steps seeds 0-2 end at 3.1-3.6 wrong bits per sequence (at 12,000: 0.08-1.34); beyond
-        # the range they repeat 3 vectors six times, not more, and copy no longer sequence, after
-        # either budget (docs/ntm.md).
+        # Minutes of one thread on a smaller range: the curriculum's first levels, not convergence
+        # (docs/studies/ntm-generalisation.md).
         "quick": {
             "loop.steps": 2400,
             "max_len": 5,
@@ -395,8 +373,7 @@ _register(
             "generalise_repeats": (8, 10),
             "generalise_at": 3,
         },
-        # L, N in 1-10, the write head walking: seeds 1, 3, 4 converged after 4,250-4,850 steps
-        # (452-556 CPU-s), seed 0 after 12,150 (1,343 CPU-s), seed 2 not in 23,382 (docs/ntm.md)
+        # The paper's range, with a budget most seeds converge in (docs/studies/ntm-write-walk.md).
         "full": {"loop.steps": 20000},
     },
 )
@@ -405,10 +382,8 @@ _register(
     "NTM associative recall (paper sec. 4.3): 2-6 items of 3 six-bit vectors; generalisation to 8 and 12",
     RecallConfig,
     {
-        # Without the walk: 2-3 items fit even in the rows a still write head overwrites, and seed 0
-        # converged (< 0.1 bit per sequence) after 2,900 steps; with it, 0.34 wrong bits after 7,931.
-        # 2,800 steps: at most three minutes of one thread. Beyond 3 items seeds 0-2 find only items
-        # at positions training queries (docs/ntm.md).
+        # Minutes of one thread on 2-3 items, which fit even where a still write head overwrites; no
+        # walk, which converges later at this size (docs/studies/ntm-write-walk.md).
         "quick": {
             "loop.steps": 2800,
             "max_items": 3,
@@ -416,8 +391,7 @@ _register(
             "model.write_walk_bias": 0.0,
             "generalise_items": (4, 5, 6),
         },
-        # 2-6 items, the write head walking: seeds 1-4 converged after 2,350-11,950 steps (193-1,018
-        # CPU-s), seed 0 not in 19,162 (docs/ntm.md)
+        # The paper's 2-6 items, with a budget most seeds converge in (docs/studies/ntm-write-walk.md).
         "full": {"loop.steps": 20000},
     },
 )

@@ -57,9 +57,8 @@ FAMILY_KEYS = ("non_relational", "relational", "pointing")  # metric-name forms 
 
 def _shapes_model() -> VQASpec:
     return VQASpec(
-        # Residual self-attention over the regions, then dot-score hops: 95.1% relational after the full
-        # preset, where stacked-dot alone reached 91.9% (docs/vqa.md). One hop: two hops ended behind on
-        # relational questions (docs/studies/vqa-shapes-hops.md).
+        # Residual self-attention over the regions, then dot-score hops, which answer relational questions
+        # better than hops alone; one hop, as two ended behind (docs/studies/vqa-shapes-hops.md).
         head="context-self",
         hops=1,
         grid_coords=True,  # relations need positions
@@ -101,8 +100,8 @@ class ShapesVQAConfig(RunConfig):
             clip_norm=5.0,
             eval_every=1000,
             ckpt_every=500,
-            # 1.5x per step compiled (1.9x at the two-hop preset's sizes), after a first compile of about a
-            # minute (seconds from inductor's cache): benchmarks/compile.py. The quick preset stays eager.
+            # The compiled step repays its first compile here; the quick preset's few steps do not
+            # (docs/studies/compile-speed.md).
             compile=True,
         )
     )
@@ -437,7 +436,7 @@ RECIPES.register("shapes-vqa")(
                 "loop.ckpt_every": 100,
                 "loop.compile": False,  # 300 steps: a first compile costs more than it saves
             },
-            # 12,000 steps (about 38 epochs, 24 min of one thread): relational 88.0% after 6,000, 95.1% here.
+            # Relational questions keep improving to this budget (docs/vqa.md).
             "full": {"loop.steps": 12000, "loop.eval_every": 2000},
             # The two-hop questions with stacked hops that relate: hop 1 finds the named object by what its
             # cells hold (pixel keys, sharp maps), hop 2 moves from it; only the last glimpse reaches the answer.
