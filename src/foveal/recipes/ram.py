@@ -22,9 +22,10 @@ from torch import Tensor, nn
 from torch.utils.data import Dataset
 
 from foveal.models.ram import RAMOrBaselineSpec, ram_loss, ram_or_baseline
+from foveal.recipes._classify import ImageData, class_names, classification_loss, error_rate, image_sets
 from foveal.recipes.base import LoopConfig, Recipe, RunConfig, Task
-from foveal.recipes.stn import ImageData, _figure_path, class_names, classification_loss, error_rate, image_sets
 from foveal.registry import RECIPES
+from foveal.viz.ram import show_glimpses
 
 
 @dataclass
@@ -58,47 +59,6 @@ def build_ram(config: RAMConfig) -> Task:
         return show_glimpses(model, dataset, figures_dir, names)
 
     return Task(model, train_set, loss, eval_set=test_set, evaluate=error_rate, show=show)
-
-
-def show_glimpses(model: nn.Module, dataset: Dataset, figures_dir: Path, names: tuple[str, ...]) -> list[Path]:
-    """The glimpse path over time on 6 test images: the finest glimpse's square at each step, coloured by step."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.patches import Rectangle
-
-    device = next(model.parameters()).device
-    images = dataset.images[:6].float().to(device) / 255.0  # type: ignore[attr-defined]
-    labels = dataset.labels[:6]  # type: ignore[attr-defined]
-    out = model(images)
-    predicted = out.logits.argmax(-1).cpu()
-    H, W = images.shape[-2:]
-    centres = ((out.locations.cpu() + 1) / 2 * Tensor([W, H])).numpy() - 0.5  # pixel-centre coordinates
-    extents = out.extents.cpu().numpy()
-    T = centres.shape[1]
-    colours = plt.cm.plasma([t / max(T - 1, 1) for t in range(T)])
-    fig, axes = plt.subplots(1, 6, figsize=(13, 2.6))
-    for j, ax in enumerate(axes):
-        ax.imshow(images[j, 0].cpu().numpy(), cmap="gray", vmin=0, vmax=1)
-        ax.plot(centres[j, :, 0], centres[j, :, 1], color="white", linewidth=0.8, alpha=0.7)
-        for t in range(T):
-            side = float(extents[j, t])
-            corner = (centres[j, t, 0] - side / 2, centres[j, t, 1] - side / 2)
-            ax.add_patch(Rectangle(corner, side, side, fill=False, edgecolor=colours[t], linewidth=1.2))
-            ax.text(centres[j, t, 0], centres[j, t, 1], str(t + 1), color=colours[t], fontsize=7, ha="center")
-        colour = "limegreen" if predicted[j] == labels[j] else "red"
-        ax.set_title(names[int(predicted[j])], fontsize=8, color=colour)
-        ax.set_xlim(-0.5, W - 0.5)
-        ax.set_ylim(H - 0.5, -0.5)
-        ax.set_xticks([])
-        ax.set_yticks([])
-    kind = "hard glimpses (REINFORCE)" if getattr(model, "read", "hard") == "hard" else "Gaussian reads (backprop)"
-    fig.suptitle(f"RAM, {kind}: the finest glimpse at steps 1..{T} (dark to bright)", fontsize=9)
-    path = _figure_path(figures_dir, "glimpses.png")
-    fig.savefig(path, dpi=90, bbox_inches="tight")
-    plt.close(fig)
-    return [path]
 
 
 RECIPES.register("ram")(

@@ -6,18 +6,14 @@
 parts (every head name in :data:`foveal.models.vqa.VQA_HEADS`; every option of
 :class:`foveal.models.vqa.VQASpec`). Pointing questions are answered by scoring their 4 candidate
 boxes (a cross-entropy over the candidates), by default with the last hop's mass in each box added
-(``model.point_by_attention``); the others by the answer classifier. ``eval`` reports accuracy
-per family (non-relational, relational, pointing) and per template, and the parameter count;
-``show`` draws, per question, every hop's heatmap, the word weights, the channel weights of channel
-attention and the chosen box of a pointing question.
+(``model.point_by_attention``); the others by the answer classifier. ``eval`` reports accuracy per
+family and per template, and the parameter count (:func:`evaluate`); ``show`` draws, per question,
+every hop's heatmap, the word weights, the channel weights and the chosen box of a pointing question.
 
 ``--set questions=two-hop`` trains and evaluates on the two-hop question set instead (its own
 templates, vocabulary and answers; see :mod:`foveal.data.shapes`): ``eval`` then also reports where
-each hop looks, ``mass_hopK_{named,first,second}``, the mass of hop ``K``'s map on the cells that the
-X object's, the first object's and the answer object's boxes touch, over the two-hop questions, and
-``mass_uniform_{named,first,second}``, the same for a uniform map; ``mass_one_hop_*``, the same over
-the one-hop questions. ``show`` writes ``shapes-two-hop.png``: per template a question with every
-hop's map and the three objects outlined.
+each hop looks, and ``show`` writes ``shapes-two-hop.png``: per template a question with every hop's
+map and the three objects outlined.
 """
 
 from __future__ import annotations
@@ -25,34 +21,23 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import NamedTuple
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader
 
-from foveal.attention import box_weights
-from foveal.data.easy_vqa import denormalize, normalize
-from foveal.data.shapes import (
-    COLOURS,
-    FAMILIES,
-    IMAGE_SIZE,
-    QUESTION_SETS,
-    ShapesVQA,
-    load_shapes,
-    object_boxes,
-    question_set,
-)
+from foveal.data.shapes import FAMILIES, IMAGE_SIZE, QUESTION_SETS, ShapesVQA, question_set
+from foveal.data.shapes.by_image import ShapesByImage, ShapesImageBatch, collate_by_image, question_batch
+from foveal.data.shapes.scores import ShapesScores
 from foveal.errors import FovealError
 from foveal.models.vqa import VQA, VQASpec
 from foveal.recipes.base import LoopConfig, Recipe, RunConfig, Task
 from foveal.registry import RECIPES
-from foveal.viz.vqa_family import QuestionPanel, vqa_family_figure
+from foveal.viz.shapes import object_cells, shapes_figure
+from foveal.viz.shapes import two_hop_figure as two_hop_figure  # also importable from the recipe
 
 POINTING = FAMILIES.index("pointing")  # the two-hop set has 2 families, so none of its questions points
-FAMILY_KEYS = ("non_relational", "relational", "pointing")  # metric-name forms of FAMILIES
 
 
 def _shapes_model() -> VQASpec:
@@ -107,71 +92,6 @@ class ShapesVQAConfig(RunConfig):
     )
 
 
-class ShapesImageBatch(NamedTuple):
-    """Questions grouped by picture: the CNN runs once per picture.
-
-    Shape:
-        - image: float ``(I, 3, 75, 75)`` in [-1, 1]
-        - question: int64 ``(Q, L)``; length, answer, family, template, correct: int64 ``(Q,)``
-        - boxes: float ``(Q, 4, 4)``; image_index: int64 ``(Q,)``, question ``q`` is about ``image[image_index[q]]``
-    """
-
-    image: Tensor
-    question: Tensor
-    length: Tensor
-    answer: Tensor
-    family: Tensor
-    template: Tensor
-    correct: Tensor
-    boxes: Tensor
-    image_index: Tensor
-
-
-class ShapesByImage(Dataset):
-    """The pictures of a :class:`foveal.data.shapes.ShapesVQA` split, each with all its questions.
-
-    Args:
-        questions: the question-level data set.
-        limit: keep the first ``limit`` pictures (None = all).
-    """
-
-    def __init__(self, questions: ShapesVQA, limit: int | None = None) -> None:
-        self.questions = questions
-        order = torch.argsort(questions.image_index, stable=True)
-        counts = torch.bincount(questions.image_index, minlength=len(questions.images))
-        self.order, self.starts = order, torch.cat([torch.zeros(1, dtype=torch.long), counts.cumsum(0)])
-        self.count = len(questions.images) if limit is None else min(limit, len(questions.images))
-
-    def __len__(self) -> int:
-        return self.count
-
-    def question_ids(self, i: int) -> Tensor:
-        """The question indices (into :attr:`questions`) of picture ``i``."""
-        return self.order[self.starts[i] : self.starts[i + 1]]
-
-    def __getitem__(self, i: int) -> ShapesImageBatch:
-        q, data = self.question_ids(i), self.questions
-        return ShapesImageBatch(
-            normalize(data.images[i]).unsqueeze(0),
-            data.questions[q],
-            data.lengths[q],
-            data.answer_ids[q],
-            data.family_ids[q],
-            data.template_ids[q],
-            data.correct[q],
-            data.boxes[q],
-            torch.zeros(len(q), dtype=torch.long),
-        )
-
-
-def collate_by_image(items: list[ShapesImageBatch]) -> ShapesImageBatch:
-    """Concatenate pictures and questions, renumbering each question's ``image_index``."""
-    offsets = torch.tensor([0, *[len(item.image) for item in items]]).cumsum(0)
-    index = torch.cat([item.image_index + offsets[n] for n, item in enumerate(items)])
-    fields = [torch.cat(parts) for parts in zip(*(item[:-1] for item in items), strict=True)]
-    return ShapesImageBatch(*fields, index)
-
-
 def build_model(config: ShapesVQAConfig) -> VQA:
     if config.model.image_size != IMAGE_SIZE or not config.model.pointing:
         raise FovealError(f"shapes-vqa needs model.image_size={IMAGE_SIZE} (its pictures) and model.pointing=true")
@@ -206,214 +126,53 @@ def loss(model: nn.Module, batch: ShapesImageBatch) -> tuple[Tensor, dict[str, f
     return losses.mean(), {"acc": (prediction == target(batch)).float().mean().item()}
 
 
-OBJECT_ROLES = ("named", "first", "second")  # the X object, the object found first, the answer's object
-
-
-def object_cells(model: VQA, data: ShapesVQA, ids: Tensor) -> Tensor:
-    """Which grid cells each question's X, first and answer objects touch (their boxes overlap the cell).
-
-    Shape:
-        - ids: int64 ``(Q,)`` question indices into ``data``
-        - output: float ``(Q, 3, N)``, 1 where the object's box overlaps cell ``i``, in :data:`OBJECT_ROLES` order
-    """
-    arrays = data.arrays
-    image, ids_np = arrays.image[ids.numpy()], ids.numpy()
-    objects = [arrays.colour[ids_np], arrays.first[ids_np], arrays.target[ids_np]]
-    boxes = torch.from_numpy(object_boxes(arrays.centres[image[:, None], np.stack(objects, 1)]))  # (Q, 3, 4)
-    pool = box_weights(boxes, (model.covered, model.covered), (model.grid, model.grid))
-    return (pool > 0).float()
-
-
 def evaluate(model: nn.Module, dataset: ShapesByImage, batch_size: int = 50) -> dict[str, float]:
     """Accuracy overall, per family (``acc_non_relational``, ``acc_relational``, ``acc_pointing``; on the
     two-hop set ``acc_one_hop``, ``acc_two_hop``) and per template (``acc_template_NAME``); ``params``, the
-    number of trainable parameters. On the two-hop set also ``mass_hopK_ROLE`` and ``mass_uniform_ROLE``
-    (see the module docstring), averaged over the two-hop questions, and ``mass_one_hop_hopK_ROLE`` and
-    ``mass_one_hop_uniform_ROLE``, the same over the one-hop questions (their first object is X)."""
+    number of trainable parameters. On the two-hop set also ``mass_hopK_{named,first,second}``, the mass of
+    hop ``K``'s map on the cells that the X object's, the first object's and the answer object's boxes touch
+    (:func:`object_cells`), and ``mass_uniform_ROLE``, the same for a uniform map, over the two-hop
+    questions; ``mass_one_hop_*``, the same over the one-hop questions (their first object is X)."""
     device = next(model.parameters()).device
     data = dataset.questions
-    templates = data.templates
     two_hop = data.question_set.name == "two-hop"
-    correct, count = torch.zeros(len(templates)), torch.zeros(len(templates))
-    families = len(data.families)
-    mass, uniform, counted = None, torch.zeros(families, len(OBJECT_ROLES)), torch.zeros(families)
+    scores = ShapesScores(data)
     for b, batch in enumerate(DataLoader(dataset, batch_size=batch_size, collate_fn=collate_by_image)):
         batch = ShapesImageBatch(*(part.to(device) for part in batch))
         out, _, prediction = predict(model, batch)
-        right = (prediction == target(batch)).float().cpu()
-        correct.index_add_(0, batch.template.cpu(), right)
-        count.index_add_(0, batch.template.cpu(), torch.ones_like(right))
+        scores.add(batch.template.cpu(), (prediction == target(batch)).float().cpu())
         if two_hop and out.attention is not None:
             # the loader keeps picture order, so the batch's questions are its pictures' questions in turn
             pictures = range(b * batch_size, min((b + 1) * batch_size, len(dataset)))
             ids = torch.cat([dataset.question_ids(i) for i in pictures])
-            family = batch.family.cpu()
-            cells = object_cells(model, data, ids)  # (q, 3, N)
-            maps = out.attention.float().cpu()  # (q, hops, N)
-            on = torch.einsum("qkn,qrn->qkr", maps, cells)  # (q, hops, 3)
-            summed = torch.zeros(families, *on.shape[1:]).index_add_(0, family, on)
-            mass = summed if mass is None else mass + summed
-            uniform.index_add_(0, family, cells.mean(-1))
-            counted += torch.bincount(family, minlength=families).float()
-    metrics = {"acc": (correct.sum() / count.sum()).item()}
-    family_of = torch.from_numpy(data.question_set.template_family)
-    for f, name in enumerate(data.families):
-        if count[family_of == f].sum():
-            metrics[f"acc_{name.replace('-', '_')}"] = (
-                correct[family_of == f].sum() / count[family_of == f].sum()
-            ).item()
-    metrics |= {f"acc_template_{t.name}": (correct[i] / count[i]).item() for i, t in enumerate(templates) if count[i]}
-    if mass is not None:
-        for f, name in enumerate(data.families):
-            if not counted[f]:
-                continue
-            prefix = "mass_" if name == "two-hop" else f"mass_{name.replace('-', '_')}_"
-            for k in range(mass.shape[1]):
-                metrics |= {
-                    f"{prefix}hop{k + 1}_{role}": (mass[f, k, r] / counted[f]).item()
-                    for r, role in enumerate(OBJECT_ROLES)
-                }
-            metrics |= {
-                f"{prefix}uniform_{role}": (uniform[f, r] / counted[f]).item() for r, role in enumerate(OBJECT_ROLES)
-            }
-    metrics["params"] = float(sum(p.numel() for p in model.parameters() if p.requires_grad))
-    return metrics
+            scores.add_maps(batch.family.cpu(), out.attention.float().cpu(), object_cells(model, data, ids))
+    params = float(sum(p.numel() for p in model.parameters() if p.requires_grad))
+    return scores.metrics() | {"params": params}
 
 
 def show(model: VQA, dataset: ShapesByImage, figures_dir: Path, per_template: int = 1) -> list[Path]:
     """``vqa-family.png``: per question, every hop's heatmap with the word weights under it, the channel
     weights of channel attention, and for pointing questions the candidates with the chosen box. On the
-    two-hop set, ``shapes-two-hop.png`` (see :func:`two_hop_figure`) instead."""
+    two-hop set, ``shapes-two-hop.png`` (:func:`foveal.viz.shapes.two_hop_figure`) instead."""
     device = next(model.parameters()).device
     data = dataset.questions
-    two_hop = data.question_set.name == "two-hop"
-    picks: list[int] = []
-    for t in range(len(data.templates)):  # the first questions of each template in the evaluated pictures
-        of_template = torch.nonzero(data.template_ids == t).flatten()
-        of_template = of_template[data.image_index[of_template] < len(dataset)]
-        if two_hop:  # a picture per question: one picture's maps would repeat down the figure
-            shown = {int(data.image_index[q]) for q in picks}
-            of_template = of_template[[int(data.image_index[q]) not in shown for q in of_template]]
-        picks += of_template[:per_template].tolist()
-    items = [
-        ShapesImageBatch(
-            normalize(data.images[data.image_index[q]]).unsqueeze(0), *(part.unsqueeze(0) for part in data[q][1:3]),
-            data.answer_ids[q : q + 1], data.family_ids[q : q + 1], data.template_ids[q : q + 1],
-            data.correct[q : q + 1], data.boxes[q : q + 1], torch.zeros(1, dtype=torch.long),
-        )
-        for q in picks
-    ]  # fmt: skip
-    batch = collate_by_image(items)
+    picks = dataset.examples(per_template, one_per_picture=data.question_set.name == "two-hop")
+    batch = question_batch(data, picks)
     with torch.no_grad():
         out, _, prediction = predict(model, ShapesImageBatch(*(part.to(device) for part in batch)))
-    prediction, right = prediction.cpu(), target(batch)
-    if two_hop:
-        said = [data.answers[int(p)] + ("" if p == r else " (WRONG)") for p, r in zip(prediction, right, strict=True)]
-        maps = None if out.attention is None else out.attention.cpu()
-        return [two_hop_figure(model, data, picks, said, maps, figures_dir / "shapes-two-hop.png")]
-    panels = []
-    for n, q in enumerate(picks):
-        pointing = int(batch.family[n]) == POINTING
-        said = f"box {int(prediction[n])}" if pointing else data.answers[int(prediction[n])]
-        mark = "ok" if int(prediction[n]) == int(right[n]) else "WRONG"
-        words = [data.vocab[int(w)] for w in batch.question[n, : int(batch.length[n])]]
-        panels.append(
-            QuestionPanel(
-                image=denormalize(batch.image[n]),
-                title=f"{data.question_text(q)}\npred: {said} | truth: {data.answer_text(q)} ({mark})",
-                maps=None if out.attention is None else out.attention[n].cpu(),
-                words=words,
-                word_weights=None if out.word_weights is None else out.word_weights[n, :, : len(words)].cpu(),
-                channel_weights=None if out.channel_weights is None else out.channel_weights[n].cpu(),
-                boxes=batch.boxes[n] if pointing else None,
-                chosen=int(prediction[n]) if pointing else None,
-                correct=int(batch.correct[n]) if pointing else None,
-            )
-        )
-    path = vqa_family_figure(
-        panels,
-        figures_dir / "vqa-family.png",
-        grid=(model.grid, model.grid),
-        extent=model.covered,
-        head=model.spec.head,
-    )
-    return [path]
-
-
-ROLE_STYLE = {"named": ("black", ":"), "first": ("black", "--"), "second": ("black", "-")}
-
-
-def two_hop_figure(
-    model: VQA, data: ShapesVQA, picks: list[int], said: list[str], maps: Tensor | None, path: Path
-) -> Path:
-    """One row per question: the picture, then every hop's map, each with the X object (dotted), the
-    object found first (dashed) and the answer's object (solid) outlined; the title gives hop ``K``'s
-    mass on each (the cells their boxes touch, as ``evaluate`` scores it).
-
-    Shape:
-        - maps: ``(len(picks), hops, N)`` or None
-    """
-    from matplotlib.patches import Rectangle
-
-    from foveal.viz._mpl import pyplot
-    from foveal.viz.vqa_family import overlay_on_extent
-
-    plt = pyplot()
-    hops = 0 if maps is None else maps.shape[1]
-    fig, axes = plt.subplots(
-        len(picks), 1 + hops, figsize=(2.2 * (1 + hops), 2.4 * len(picks)), squeeze=False, layout="constrained"
-    )
-    cells = object_cells(model, data, torch.tensor(picks))  # (Q, 3, N)
-    arrays = data.arrays
-    for row, q in enumerate(picks):
-        picture = torch.from_numpy(arrays.images[arrays.image[q]]).permute(2, 0, 1).float() / 255
-        objects = (arrays.colour[q], arrays.first[q], arrays.target[q])
-        boxes = object_boxes(arrays.centres[arrays.image[q], list(objects)])
-        for col, ax in enumerate(axes[row]):
-            if col == 0:
-                ax.imshow(picture.permute(1, 2, 0).numpy())
-                names = ", ".join(f"{role} {COLOURS[k]}" for role, k in zip(OBJECT_ROLES, objects, strict=True))
-                ax.set_title(
-                    f"{data.question_text(q)}\npred: {said[row]} | truth: {data.answer_text(q)}\n{names}",
-                    fontsize=5,
-                    loc="left",
-                )
-            else:
-                ax.imshow(overlay_on_extent(picture, maps[row, col - 1], (model.grid, model.grid), model.covered))
-                on = (maps[row, col - 1] * cells[row]).sum(-1).tolist()
-                ax.set_title(f"hop {col}: " + " ".join(f"{r} {m:.2f}" for r, m in zip(OBJECT_ROLES, on, strict=True)),
-                             fontsize=5)  # fmt: skip
-            for role, (x0, y0, x1, y1) in zip(OBJECT_ROLES, boxes.tolist(), strict=True):
-                colour, style = ROLE_STYLE[role]
-                # pixel (x, y) is centred at (x, y) in imshow's coordinates, so a half-open box starts at x0 - 0.5
-                ax.add_patch(Rectangle((x0 - 0.5, y0 - 0.5), x1 - x0, y1 - y0, fill=False, ec=colour, lw=1, ls=style))
-            ax.axis("off")
-    fig.suptitle(
-        f"head: {model.spec.head}, {hops} hop(s); dotted: X object, dashed: first, solid: answer's", fontsize=7
-    )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=130, bbox_inches="tight")
-    plt.close(fig)
-    return path
+    return [shapes_figure(model, data, picks, batch, out, prediction.cpu(), figures_dir)]
 
 
 def build(config: ShapesVQAConfig) -> Task:
-    cache = config.cache_dir or None
     model = build_model(config)  # first: it rejects an unknown question set before any data is drawn
-    sizes = {"train": config.n_images, "test": config.test_images or None}
-    train, test = (
-        ShapesVQA(
-            arrays=load_shapes(
-                split,
-                sizes[split],
-                config.questions_per_image,
-                seed=config.data_seed,
-                cache_dir=cache,
-                questions=config.questions,
-            )
-        )
-        for split in ("train", "test")
+    shapes = partial(
+        ShapesVQA,
+        questions_per_image=config.questions_per_image,
+        seed=config.data_seed,
+        cache_dir=config.cache_dir or None,
+        questions=config.questions,
     )
+    train, test = shapes("train", n_images=config.n_images), shapes("test", n_images=config.test_images or None)
     draw = partial(show, per_template=config.show_per_template)
     eval_set = ShapesByImage(test, limit=config.eval_images)
     return Task(model, ShapesByImage(train), loss, eval_set, evaluate, collate_by_image, draw)

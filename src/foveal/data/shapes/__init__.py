@@ -116,6 +116,7 @@ from foveal.data.shapes.scenes import (
 from foveal.errors import FovealError
 
 SPLITS = ("train", "test")
+OBJECT_ROLES = ("named", "first", "second")  # a question's X object, the object found first, the answer's object
 DEFAULT_IMAGES = {"train": 10_000, "test": 1_000}
 CACHE_VERSION = 1
 
@@ -350,6 +351,18 @@ class ShapesVQA(Dataset):
         if int(self.answer_ids[q]) >= 0:
             return self.answers[int(self.answer_ids[q])]
         return f"box {int(self.correct[q])} (the {COLOURS[int(self.targets[q])]} object)"
+
+    def role_boxes(self, ids: Tensor) -> Tensor:
+        """The boxes of each question's objects in :data:`OBJECT_ROLES` order: X, the object found first
+        and the answer's object (see the module docstring).
+
+        Shape:
+            - ids: int64 ``(Q,)`` question indices
+            - output: ``(Q, 3, 4)``, ``(x0, y0, x1, y1)`` in pixels
+        """
+        arrays, q = self.arrays, ids.numpy()
+        objects = np.stack([arrays.colour[q], arrays.first[q], arrays.target[q]], 1)
+        return torch.from_numpy(object_boxes(arrays.centres[arrays.image[q][:, None], objects]))
 
 
 def question_only_baseline(train: ShapesVQA, test: ShapesVQA) -> dict[str, float]:
