@@ -90,3 +90,65 @@ def test_the_check_can_fail(tmp_path):
 def test_no_module_is_over_500_lines(path):
     # A module past this has become several: split it by what its parts do.
     assert len(path.read_text().splitlines()) <= 500, f"{path.relative_to(SRC)} is over 500 lines"
+
+
+RECIPE_DIR = SRC / "recipes"
+
+
+def registers_a_recipe(path: Path) -> bool:
+    """Whether a module registers a recipe (calls ``RECIPES.register``): what makes it a recipe module."""
+    return any(
+        isinstance(node, ast.Attribute)
+        and node.attr == "register"
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "RECIPES"
+        for node in ast.walk(ast.parse(path.read_text(), str(path)))
+    )
+
+
+RECIPE_FILES = [p for p in sorted(RECIPE_DIR.glob("*.py")) if registers_a_recipe(p)]
+RECIPE_NAMES = {p.stem for p in RECIPE_FILES}
+
+
+def recipes_imported(path: Path) -> set[str]:
+    """The recipe modules (of :data:`RECIPE_NAMES`) that a file imports, docstrings excluded."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            parts = node.module.split(".")
+            if parts[:2] == ["foveal", "recipes"]:
+                found |= {parts[2]} if len(parts) > 2 else {alias.name for alias in node.names}
+        elif isinstance(node, ast.Import):
+            found |= {alias.name.split(".")[2] for alias in node.names if alias.name.startswith("foveal.recipes.")}
+    return found & RECIPE_NAMES
+
+
+def test_the_recipes_are_found():
+    assert {"toy", "stn", "ram", "draw", "ntm", "easy_vqa", "shapes_vqa"} <= RECIPE_NAMES
+    assert not {"base", "config", "__init__"} & RECIPE_NAMES
+
+
+@pytest.mark.parametrize("path", sorted(RECIPE_DIR.glob("*.py")), ids=lambda p: p.name)
+def test_no_recipe_imports_another(path):
+    # What two recipes share lives in one module below them (recipes/_NAME.py, data/, models/, viz/),
+    # so that a recipe reads as its config, presets, build, loss and evaluation alone.
+    imported = recipes_imported(path) - {path.stem}
+    assert not imported, f"recipes/{path.name} imports the recipe modules {sorted(imported)}"
+
+
+@pytest.mark.parametrize("path", RECIPE_FILES, ids=lambda p: p.name)
+def test_a_recipe_is_at_most_250_lines(path):
+    # A recipe wires a config, presets, a build, a loss and an evaluation; data sets go to data/ and figures to viz/.
+    assert len(path.read_text().splitlines()) <= 250, f"recipes/{path.name} is over 250 lines"
+
+
+def test_the_recipe_checks_can_fail(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text(
+        '"""from foveal.recipes.stn import x (a docstring)."""\n'
+        "from foveal.recipes.stn import ImageData\nfrom foveal.recipes import ram, base\nimport foveal.recipes.ntm\n"
+        "from foveal.recipes._classify import error_rate\n"
+        'RECIPES.register("bad")(None)\n'
+    )
+    assert recipes_imported(bad) == {"stn", "ram", "ntm"} and registers_a_recipe(bad)
+    assert not registers_a_recipe(RECIPE_DIR / "_classify.py")

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import NamedTuple
 
 import torch
@@ -105,6 +105,10 @@ class Copy:
         inputs[:, L, self.width] = 1.0
         return NTMBatch(inputs, seq)
 
+    def levels(self, start: int, step: int) -> list[Copy]:
+        """A curriculum ending on this task: maximum lengths ``start``, ``start + step``, ... below ``max_len``."""
+        return [replace(self, max_len=m) for m in range(min(start, self.max_len), self.max_len, step)] + [self]
+
 
 @dataclass
 class RepeatCopy:
@@ -163,6 +167,14 @@ class RepeatCopy:
         targets[:, -1, self.width] = 1.0
         return NTMBatch(inputs, targets)
 
+    def levels(self, start: int) -> list[RepeatCopy]:
+        """A curriculum ending on this task: lengths and repeats up to ``start``, ``start + 1``, ... (each
+        capped at its own maximum); every level normalises the count over its own range."""
+        grow = range(start, max(self.max_len, self.max_repeats))
+        return [replace(self, max_len=min(n, self.max_len), max_repeats=min(n, self.max_repeats)) for n in grow] + [
+            self
+        ]
+
 
 @dataclass
 class AssociativeRecall:
@@ -214,6 +226,10 @@ class AssociativeRecall:
         inputs[:, q0 + 1 + k, W + 1] = 1.0
         return NTMBatch(inputs, items[rows, query + 1])
 
+    def levels(self, start: int) -> list[AssociativeRecall]:
+        """A curriculum ending on this task: up to ``start``, ``start + 1``, ... items."""
+        return [replace(self, max_items=n) for n in range(max(start, self.min_items), self.max_items)] + [self]
+
 
 @dataclass
 class PrioritySort:
@@ -259,6 +275,17 @@ class PrioritySort:
         order = priority.argsort(dim=1, descending=True)[:, : self.n_out]
         targets = seq.gather(1, order.unsqueeze(-1).expand(-1, -1, self.width))
         return NTMBatch(inputs, targets)
+
+    def levels(self, start: int, step: int, over: str = "inputs") -> list[PrioritySort]:
+        """A curriculum ending on this task. Over ``"inputs"``: sort ``start``, ``start + step``, ... of the
+        ``n_in`` vectors (``n_out`` keeps its ratio to ``n_in``); over ``"outputs"``: all ``n_in``, asking
+        for the top ``start``, ``start + step``, ..."""
+        if over == "outputs":
+            return [replace(self, n_out=k) for k in range(start, self.n_out, step)] + [self]
+        if over != "inputs":
+            raise FovealError(f"curriculum_over must be 'inputs' or 'outputs', got {over!r}")
+        grow = range(start, self.n_in, step)
+        return [replace(self, n_in=n, n_out=max(1, round(n * self.n_out / self.n_in))) for n in grow] + [self]
 
 
 NTMTask = Copy | RepeatCopy | AssociativeRecall | PrioritySort

@@ -4,7 +4,7 @@ Paper sizes by default (LSTM controller of 100 units, memory 128 x 20, one read 
 head, 8-bit vectors). Where the paper trains with RMSprop (lr 1e-4, momentum 0.9) on one
 sequence at a time, these recipes use what converges fastest on a CPU: Adam (lr 3e-3), batches of
 32 sequences of one length, gradient-norm clipping at 10, the constant memory initialisation
-(Collier & Beel 2018) and an adaptive curriculum on length (:class:`foveal.data.ntm_tasks.Curriculum`):
+(Collier & Beel 2018) and an adaptive curriculum on length (:class:`foveal.train.Curriculum`):
 training starts on short sequences and the maximum length rises each time the running bit error
 rate falls below 1% (not for sort by default: its first level is never passed). Evaluation always
 uses the task's full range; copy, repeat copy and recall also score sets beyond it (longer
@@ -13,64 +13,26 @@ sequences, more repeats, more items), each reported under its own name. See docs
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal
 
-import torch
-import torch.nn.functional as F
-from torch import Tensor, nn
-from torch.utils.data import Dataset
-
-from foveal.data.ntm_tasks import (
-    AssociativeRecall,
-    Copy,
-    NTMBatch,
-    NTMTask,
-    PrioritySort,
-    RepeatCopy,
-    SequenceSet,
-    TaskDataset,
-    output_phase,
-    wrong_bits,
-)
+from foveal.data.ntm_eval import NTMEvalSet
+from foveal.data.ntm_tasks import AssociativeRecall, Copy, NTMTask, PrioritySort, RepeatCopy
 from foveal.errors import FovealError
-from foveal.models.ntm import NTM, NTMSpec
-from foveal.recipes.base import LoopConfig, Recipe, RunConfig, Task
+from foveal.models.ntm import NTMSpec
+from foveal.recipes._ntm import NTMConfig, build, loop_config, spec
+from foveal.recipes.base import LoopConfig, Recipe, Task
 from foveal.registry import RECIPES
-from foveal.train import Curriculum
+from foveal.viz.ntm import show_ntm
 
-TRAIN_SET_SIZE = 100_000  # item indices only; every batch is drawn afresh from its own seed
-
-
-def _loop(steps: int) -> LoopConfig:
-    return LoopConfig(steps=steps, batch_size=32, lr=3e-3, clip_norm=10.0, eval_every=0, ckpt_every=500, log_every=50)
-
-
-def _spec(**options: Any) -> Callable[[], NTMSpec]:
-    return lambda: NTMSpec(**options)
-
-
-@dataclass
-class NTMConfig(RunConfig):
-    """The model, curriculum and evaluation settings shared by every NTM recipe."""
-
-    model: NTMSpec = field(default_factory=NTMSpec)
-    curriculum: bool = True  # start on short sequences and lengthen them as they are mastered
-    curriculum_threshold: float = 0.01  # raise the level when the running bit error rate is below this
-    # A constant rate let copy converge and then collapse, hence a lower one once mastered (docs/studies/ntm-copy.md).
-    anneal: float = 0.1  # learning-rate multiplier once the last curriculum level is mastered
-    n_eval: int = 1000  # sequences in the evaluation set (the task's full range)
-    eval_seed: int = 12345  # the evaluation set does not change with the training seed
+__all__ = ["CopyConfig", "NTMConfig", "NTMEvalSet", "RecallConfig", "RepeatCopyConfig", "SortConfig", "show_ntm"]
 
 
 @dataclass
 class CopyConfig(NTMConfig):
     # The output sees only the reads, so the controller must use the memory; heads start still, as trained
     # read heads stay on the first row during the input (docs/studies/ntm-copy.md).
-    model: NTMSpec = field(default_factory=_spec(output_from="reads", gate_bias=-2.0, still_bias=2.0))
+    model: NTMSpec = field(default_factory=spec(output_from="reads", gate_bias=-2.0, still_bias=2.0))
     width: int = 8  # bits per vector
     min_len: int = 1  # shortest training sequence
     max_len: int = 20  # longest training sequence
@@ -80,14 +42,14 @@ class CopyConfig(NTMConfig):
     # training only: the chance that a vector is all zeros, which once written reads like an unwritten row
     blank_rate: float = 0.0
     n_eval_long: int = 200  # sequences per generalisation length
-    loop: LoopConfig = field(default_factory=lambda: _loop(2000))
+    loop: LoopConfig = field(default_factory=lambda: loop_config(2000))
 
 
 @dataclass
 class RepeatCopyConfig(NTMConfig):
     # Read heads start still (as for copy), the write head walking (as for recall): more seeds converge on the
     # paper's range (docs/studies/ntm-write-walk.md).
-    model: NTMSpec = field(default_factory=_spec(gate_bias=-2.0, read_still_bias=2.0, write_walk_bias=2.0))
+    model: NTMSpec = field(default_factory=spec(gate_bias=-2.0, read_still_bias=2.0, write_walk_bias=2.0))
     width: int = 8  # bits per vector
     min_len: int = 1  # shortest sequence to repeat
     max_len: int = 10  # longest sequence to repeat
@@ -101,13 +63,13 @@ class RepeatCopyConfig(NTMConfig):
     generalise_repeats: tuple[int, ...] = (20,)  # more repeats, each of a sequence of generalise_at vectors
     generalise_at: int = 10  # the repeats of the longer sequences and the length of the more-repeated ones
     n_eval_long: int = 200  # sequences per generalisation set
-    loop: LoopConfig = field(default_factory=lambda: _loop(6000))
+    loop: LoopConfig = field(default_factory=lambda: loop_config(6000))
 
 
 @dataclass
 class RecallConfig(NTMConfig):
     # The write head starts walking, or it keeps writing over a few rows (docs/studies/ntm-write-walk.md).
-    model: NTMSpec = field(default_factory=_spec(write_walk_bias=2.0))
+    model: NTMSpec = field(default_factory=spec(write_walk_bias=2.0))
     width: int = 6  # bits per vector
     item_len: int = 3  # vectors per item
     min_items: int = 2  # fewest items before the query
@@ -116,13 +78,13 @@ class RecallConfig(NTMConfig):
     # Paper fig. 11: the feed-forward NTM is nearly perfect at twice the training's items.
     generalise_items: tuple[int, ...] = (8, 12)  # item counts beyond training, evaluated separately as items{n}
     n_eval_long: int = 200  # sequences per generalisation set
-    loop: LoopConfig = field(default_factory=lambda: _loop(6000))
+    loop: LoopConfig = field(default_factory=lambda: loop_config(6000))
 
 
 @dataclass
 class SortConfig(NTMConfig):
     # Memory rows that differ from the start sort better than a constant start (docs/studies/ntm-sort.md).
-    model: NTMSpec = field(default_factory=_spec(memory_init="learned", memory_learned_std=0.5))
+    model: NTMSpec = field(default_factory=spec(memory_init="learned", memory_learned_std=0.5))
     width: int = 8  # bits per vector
     n_in: int = 20  # vectors in
     n_out: int = 16  # vectors out, highest priority first
@@ -133,191 +95,28 @@ class SortConfig(NTMConfig):
     curriculum_over: Literal["inputs", "outputs"] = "inputs"
     curriculum_start: int = 4  # the first level's size
     curriculum_step: int = 4  # what each level adds
-    loop: LoopConfig = field(default_factory=lambda: _loop(10000))
-
-
-# ---- the tasks of each curriculum level -------------------------------------------------------
+    loop: LoopConfig = field(default_factory=lambda: loop_config(10000))
 
 
 def _levels(config: NTMConfig, recipe: str) -> list[NTMTask]:
     """Every curriculum level's task, easiest first; the last is the task itself."""
+    c: Any = config
     if recipe == "ntm-copy":
-        c: Any = config
-        top = Copy(c.width, c.min_len, c.max_len, c.blank_rate)
-        starts = range(min(c.curriculum_start, c.max_len), c.max_len, c.curriculum_step)
-        return [Copy(c.width, c.min_len, m, c.blank_rate) for m in starts] + [top]
+        return Copy(c.width, c.min_len, c.max_len, c.blank_rate).levels(c.curriculum_start, c.curriculum_step)
     if recipe == "ntm-repeat-copy":
-        c = config
-        top = RepeatCopy(c.width, c.min_len, c.max_len, c.min_repeats, c.max_repeats)
-        grow = range(c.curriculum_start, max(c.max_len, c.max_repeats))
-        levels = [RepeatCopy(c.width, c.min_len, min(n, c.max_len), c.min_repeats, min(n, c.max_repeats)) for n in grow]
-        return [*levels, top]
+        return RepeatCopy(c.width, c.min_len, c.max_len, c.min_repeats, c.max_repeats).levels(c.curriculum_start)
     if recipe == "ntm-recall":
-        c = config
-        top = AssociativeRecall(c.width, c.item_len, c.min_items, c.max_items)
-        grow = range(max(c.curriculum_start, c.min_items), c.max_items)
-        return [AssociativeRecall(c.width, c.item_len, c.min_items, n) for n in grow] + [top]
+        return AssociativeRecall(c.width, c.item_len, c.min_items, c.max_items).levels(c.curriculum_start)
     if recipe == "ntm-sort":
-        c = config
-        top = PrioritySort(c.width, c.n_in, c.n_out)
-        if c.curriculum_over == "outputs":
-            grow = range(c.curriculum_start, c.n_out, c.curriculum_step)
-            return [PrioritySort(c.width, c.n_in, k) for k in grow] + [top]
-        if c.curriculum_over != "inputs":
-            raise FovealError(f"curriculum_over must be 'inputs' or 'outputs', got {c.curriculum_over!r}")
-        grow = range(c.curriculum_start, c.n_in, c.curriculum_step)
-        return [PrioritySort(c.width, n, max(1, round(n * c.n_out / c.n_in))) for n in grow] + [top]
+        return PrioritySort(c.width, c.n_in, c.n_out).levels(c.curriculum_start, c.curriculum_step, c.curriculum_over)
     raise FovealError(f"unknown NTM recipe {recipe!r}")
 
 
-# ---- loss, evaluation, pictures ---------------------------------------------------------------
-
-
-def _loss(model: nn.Module, batch: NTMBatch) -> tuple[Tensor, dict[str, float]]:
-    logits = output_phase(model(batch.inputs).logits, batch.targets)
-    loss = F.binary_cross_entropy_with_logits(logits, batch.targets)
-    wrong = wrong_bits(logits, batch.targets)
-    metrics = {
-        "bits": wrong.mean().item(),
-        "bit_error": wrong.sum().item() / batch.targets.numel(),  # what the curriculum reads
-        "length": float(batch.inputs.shape[1]),
-    }
-    return loss, metrics
-
-
-class NTMEvalSet(Dataset):
-    """The evaluation sets of a recipe: ``main`` (the task's full range) and named extras.
-
-    Indexing reaches ``main``; :func:`evaluate` scores every set.
-    """
-
-    def __init__(self, main: SequenceSet, extras: dict[str, SequenceSet] | None = None) -> None:
-        self.main, self.extras = main, extras or {}
-
-    def __len__(self) -> int:
-        return len(self.main)
-
-    def __getitem__(self, index: int) -> NTMBatch:
-        return self.main[index]
-
-
-def score(model: nn.Module, sequences: SequenceSet) -> dict[str, float]:
-    """Wrong bits per sequence, BCE per bit (nats) and cost per sequence (bits) over ``sequences``."""
-    device = next(model.parameters()).device
-    wrong, bce, count, n_bits = 0.0, 0.0, 0, 0
-    for batch in sequences.batches():
-        inputs, targets = batch.inputs.to(device), batch.targets.to(device)
-        logits = output_phase(model(inputs).logits, targets)
-        wrong += wrong_bits(logits, targets).sum().item()
-        bce += F.binary_cross_entropy_with_logits(logits, targets, reduction="sum").item()
-        count += targets.shape[0]
-        n_bits += targets.numel()
-    return {"bits": wrong / count, "bce": bce / n_bits, "cost": bce / count / torch.log(torch.tensor(2.0)).item()}
-
-
-def _evaluate(model: nn.Module, dataset: Dataset) -> dict[str, float]:
-    assert isinstance(dataset, NTMEvalSet)
-    metrics = score(model, dataset.main)
-    for name, sequences in dataset.extras.items():
-        metrics |= {f"{k}_{name}": v for k, v in score(model, sequences).items() if k in ("bits", "cost")}
-    return metrics
-
-
-def _show_examples(dataset: NTMEvalSet) -> dict[str, NTMBatch]:
-    """The sequences drawn by ``show``: the longest of the main set, and one per extra set."""
-    task = dataset.main.task
-    kwargs: dict[str, dict[str, int]] = {
-        "Copy": {"length": getattr(task, "max_len", 0)},
-        "RepeatCopy": {"length": getattr(task, "max_len", 0) // 2 or 1, "repeats": 3},
-        "AssociativeRecall": {"n_items": getattr(task, "max_items", 0)},
-        "PrioritySort": {},
-    }
-    generator = torch.Generator().manual_seed(dataset.main.seed)
-    examples = {"example": task.sample(1, generator, **kwargs[type(task).__name__])}
-    for name, sequences in dataset.extras.items():
-        examples[name] = sequences[0]
-    return examples
-
-
-def _show(model: nn.Module, dataset: Dataset, figures_dir: Path) -> list[Path]:
-    from foveal.viz.ntm import plot_ntm
-
-    assert isinstance(dataset, NTMEvalSet)
-    device = next(model.parameters()).device
-    paths = []
-    for name, batch in _show_examples(dataset).items():
-        with torch.no_grad():
-            out = model(batch.inputs.to(device), record=True)
-        wrong = wrong_bits(out.logits, batch.targets.to(device)).item()
-        title = f"{type(dataset.main.task).__name__}: {name}, T = {batch.inputs.shape[1]}, {wrong:.0f} wrong bits"
-        paths.append(
-            plot_ntm(
-                batch.inputs[0],
-                torch.sigmoid(out.logits[0]).cpu(),
-                batch.targets[0],
-                out.write_weights[0].sum(1).cpu(),
-                out.read_weights[0].sum(1).cpu(),
-                out.memory[0, -1].cpu(),
-                figures_dir / f"ntm-{name}.png",
-                title,
-            )
-        )
-    return paths
-
-
-# ---- build ------------------------------------------------------------------------------------
-
-
-def _generalisation_sets(config: NTMConfig, top: NTMTask) -> dict[str, SequenceSet]:
-    """The evaluation sets beyond the training range, by the name their metrics carry.
-
-    Each is drawn from the last level's task, so what is not fixed (the bits, recall's query) comes
-    from the training distribution and a repeat count is normalised as in training.
-    """
-    c: Any = config
-    n, seed = getattr(c, "n_eval_long", 0), c.eval_seed
-    sets: dict[str, SequenceSet] = {}
-    if isinstance(top, Copy):
-        for length in c.generalise_lengths:
-            sets[f"len{length}"] = SequenceSet(top, n, seed + length, length=length)
-    elif isinstance(top, RepeatCopy):
-        pairs = [(length, c.generalise_at) for length in c.generalise_lengths]
-        pairs += [(c.generalise_at, repeats) for repeats in c.generalise_repeats]
-        for length, repeats in dict.fromkeys(pairs):
-            name = f"len{length}_rep{repeats}"
-            sets[name] = SequenceSet(top, n, seed + 1000 * length + repeats, length=length, repeats=repeats)
-    elif isinstance(top, AssociativeRecall):
-        for items in c.generalise_items:
-            sets[f"items{items}"] = SequenceSet(top, n, seed + items, n_items=items)
-    return sets
-
-
-def _build(config: NTMConfig, recipe: str) -> Task:
-    levels = _levels(config, recipe)
-    top = levels[-1]
-    model = NTM(top.input_size, top.output_size, config.model)
-    callbacks: list[Curriculum] = []
-    if config.curriculum and len(levels) > 1:
-        curriculum = Curriculum(len(levels), threshold=config.curriculum_threshold, anneal=config.anneal)
-        callbacks.append(curriculum)
-
-        def current() -> NTMTask:
-            return levels[curriculum.level]
-
-        train_set = TaskDataset(current, TRAIN_SET_SIZE, seed=config.seed)
-    else:
-        train_set = TaskDataset(top, TRAIN_SET_SIZE, seed=config.seed)
-    if isinstance(top, Copy):  # evaluation scores the task itself, without the training's emphasis
-        top = dataclasses.replace(top, blank_rate=0.0)
-    eval_set = NTMEvalSet(SequenceSet(top, config.n_eval, config.eval_seed), _generalisation_sets(config, top))
-    return Task(model, train_set, _loss, eval_set, _evaluate, train_set.collate, _show, list(callbacks))
-
-
 def _register(name: str, description: str, config: type[NTMConfig], presets: dict[str, dict[str, Any]]) -> None:
-    def build(c: NTMConfig) -> Task:
-        return _build(c, name)
+    def build_task(c: NTMConfig) -> Task:
+        return build(c, _levels(c, name))
 
-    RECIPES.register(name)(Recipe(name, description, config, build, presets))
+    RECIPES.register(name)(Recipe(name, description, config, build_task, presets))
 
 
 _register(

@@ -12,8 +12,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
+from foveal.data.ntm_eval import NTMEvalSet
+from foveal.data.ntm_tasks import wrong_bits
 from foveal.viz._mpl import pyplot
 
 
@@ -107,3 +109,28 @@ def plot_ntm(
     fig.savefig(path, dpi=80)
     plt.close(fig)
     return path
+
+
+def show_ntm(model: nn.Module, dataset: NTMEvalSet, figures_dir: Path) -> list[Path]:
+    """``ntm-NAME.png`` (:func:`plot_ntm`) for each of the evaluation set's examples
+    (:meth:`~foveal.data.ntm_eval.NTMEvalSet.examples`), with the wrong bits in the title."""
+    device = next(model.parameters()).device
+    paths = []
+    for name, batch in dataset.examples().items():
+        with torch.no_grad():
+            out = model(batch.inputs.to(device), record=True)
+        wrong = wrong_bits(out.logits, batch.targets.to(device)).item()
+        title = f"{type(dataset.main.task).__name__}: {name}, T = {batch.inputs.shape[1]}, {wrong:.0f} wrong bits"
+        paths.append(
+            plot_ntm(
+                batch.inputs[0],
+                torch.sigmoid(out.logits[0]).cpu(),
+                batch.targets[0],
+                out.write_weights[0].sum(1).cpu(),
+                out.read_weights[0].sum(1).cpu(),
+                out.memory[0, -1].cpu(),
+                figures_dir / f"ntm-{name}.png",
+                title,
+            )
+        )
+    return paths
