@@ -24,7 +24,7 @@ from foveal.data.binarized import BinarizedImages
 from foveal.models.draw import DRAW, DRAWSpec
 from foveal.recipes.base import LoopConfig, Recipe, RunConfig, Task
 from foveal.registry import RECIPES
-from foveal.viz import draw as viz
+from foveal.viz.draw import show_draw
 
 EVAL_SEED = 1234
 """Seed of the evaluation's noise: every evaluation of the same weights gives the same numbers."""
@@ -96,43 +96,9 @@ def evaluate(model: nn.Module, dataset: Dataset, *, k: int, iwae_images: int | N
 
 
 def show(model: nn.Module, dataset: Dataset, figures_dir: Path, *, samples: int = 16) -> list[Path]:
-    """Generation step by step (PNG strip and GIF) and reconstructions with their read and write boxes."""
-    model = getattr(model, "module", model)
-    device = next(model.parameters()).device
-    figures_dir.mkdir(parents=True, exist_ok=True)
-    generator = torch.Generator(device=device).manual_seed(EVAL_SEED)
-    steps = viz.pick_steps(model.steps, 16)
-    paths = []
-
-    gen = model.generate(samples, generator=generator)
-    write_boxes = (
-        [] if gen.write_params is None else [(model.box(gen.write_params, model.write_size), viz.WRITE_COLOUR)]
-    )
-    rows = min(samples, 8)
-    strip = viz.grid(
-        gen.canvases[steps, :rows].transpose(0, 1), [(b[steps, :rows].transpose(0, 1), c) for b, c in write_boxes]
-    )
-    paths.append(figures_dir / "generation.png")
-    strip.save(paths[-1])
-    paths.append(viz.save_gif(viz.gif_frames(gen.canvases, write_boxes), figures_dir / "generation.gif"))
-
-    spread = torch.linspace(0, len(dataset) - 1, rows).long()  # MNIST 5k's test split is sorted by digit
-    x = dataset.images[spread].to(device)
-    out = model(x, generator=generator, return_steps=True)
-    pictures = torch.sigmoid(out.canvases[steps]).transpose(0, 1)  # (rows, steps, C, H, W)
-    pictures = torch.cat([pictures, x[:, None]], dim=1)  # the target in the last column
-    boxes = []
-    if model.attention:
-        no_box = torch.full((rows, 1, 4), float("nan"), device=device)
-        for params, N, colour in (
-            (out.read_params, model.read_size, viz.READ_COLOUR),
-            (out.write_params, model.write_size, viz.WRITE_COLOUR),
-        ):
-            b = model.box(params[steps], N).transpose(0, 1)
-            boxes.append((torch.cat([b, no_box], dim=1), colour))
-    paths.append(figures_dir / "reconstruction.png")
-    viz.grid(pictures, boxes, probabilities=True).save(paths[-1])
-    return paths
+    """Generation step by step (PNG strip and GIF) and reconstructions with their read and write boxes
+    (:func:`foveal.viz.draw.show_draw`), with the evaluation's noise seed."""
+    return show_draw(model, dataset, figures_dir, samples=samples, seed=EVAL_SEED)
 
 
 def build(config: DrawConfig) -> Task:

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import torch
 from PIL import Image, ImageDraw
-from torch import Tensor
+from torch import Tensor, nn
+from torch.utils.data import Dataset
 
 from foveal._checks import check_shape
 from foveal.errors import FovealError
@@ -136,3 +137,48 @@ def pick_steps(T: int, most: int = 16) -> list[int]:
     if most >= T:
         return list(range(T))
     return sorted({round(i * (T - 1) / (most - 1)) for i in range(most)})
+
+
+def show_draw(model: nn.Module, dataset: Dataset, figures_dir: Path, *, samples: int = 16, seed: int = 0) -> list[Path]:
+    """``generation.png`` and ``generation.gif``: ``samples`` generations step by step (the write box in
+    red); ``reconstruction.png``: test images evenly spread over ``dataset`` rebuilt step by step, with the
+    read (green) and write (red) boxes, the target in the last column. ``seed`` seeds the model's noise.
+
+    Args:
+        model: a :class:`foveal.models.draw.DRAW` (or a wrapper holding it as ``module``).
+        dataset: holds the test images as ``images``, ``(N, C, H, W)`` in {0, 1}.
+    """
+    model = getattr(model, "module", model)
+    device = next(model.parameters()).device
+    figures_dir.mkdir(parents=True, exist_ok=True)
+    generator = torch.Generator(device=device).manual_seed(seed)
+    steps = pick_steps(model.steps, 16)
+    paths = []
+
+    gen = model.generate(samples, generator=generator)
+    write_boxes = [] if gen.write_params is None else [(model.box(gen.write_params, model.write_size), WRITE_COLOUR)]
+    rows = min(samples, 8)
+    strip = grid(
+        gen.canvases[steps, :rows].transpose(0, 1), [(b[steps, :rows].transpose(0, 1), c) for b, c in write_boxes]
+    )
+    paths.append(figures_dir / "generation.png")
+    strip.save(paths[-1])
+    paths.append(save_gif(gif_frames(gen.canvases, write_boxes), figures_dir / "generation.gif"))
+
+    spread = torch.linspace(0, len(dataset) - 1, rows).long()  # MNIST 5k's test split is sorted by digit
+    x = dataset.images[spread].to(device)
+    out = model(x, generator=generator, return_steps=True)
+    pictures = torch.sigmoid(out.canvases[steps]).transpose(0, 1)  # (rows, steps, C, H, W)
+    pictures = torch.cat([pictures, x[:, None]], dim=1)  # the target in the last column
+    boxes = []
+    if model.attention:
+        no_box = torch.full((rows, 1, 4), float("nan"), device=device)
+        for params, N, colour in (
+            (out.read_params, model.read_size, READ_COLOUR),
+            (out.write_params, model.write_size, WRITE_COLOUR),
+        ):
+            b = model.box(params[steps], N).transpose(0, 1)
+            boxes.append((torch.cat([b, no_box], dim=1), colour))
+    paths.append(figures_dir / "reconstruction.png")
+    grid(pictures, boxes, probabilities=True).save(paths[-1])
+    return paths
