@@ -14,6 +14,7 @@ from foveal.data.ntm_tasks import (
     TaskDataset,
     wrong_bits,
 )
+from foveal.errors import FovealError
 
 
 def gen(seed=0):
@@ -123,3 +124,17 @@ def test_wrong_bits_counts_only_the_output_phase():
     half = perfect.clone()
     half[0, -1, 0] = 1.0  # one wrong bit: predicted 1 where the target is 0
     assert wrong_bits(half, targets).tolist() == [1.0]
+
+
+def test_curricula_grow_to_the_task_and_end_on_it():
+    copy = Copy(max_len=10)
+    assert [t.max_len for t in copy.levels(4, 2)] == [4, 6, 8, 10] and copy.levels(4, 2)[-1] is copy
+    repeat = RepeatCopy(max_len=5, max_repeats=3)
+    assert [(t.max_len, t.max_repeats) for t in repeat.levels(2)] == [(2, 2), (3, 3), (4, 3), (5, 3)]
+    assert repeat.levels(2)[0].normalise_repeats(2) == 1.0  # each level normalises the count over its own range
+    assert [t.max_items for t in AssociativeRecall(min_items=2, max_items=5).levels(1)] == [2, 3, 4, 5]
+    sort = PrioritySort(n_in=8, n_out=6)
+    assert [(t.n_in, t.n_out) for t in sort.levels(4, 4)] == [(4, 3), (8, 6)]
+    assert [(t.n_in, t.n_out) for t in sort.levels(2, 3, over="outputs")] == [(8, 2), (8, 5), (8, 6)]
+    with pytest.raises(FovealError, match="curriculum_over must be 'inputs' or 'outputs', got 'rows'"):
+        sort.levels(4, 4, over="rows")
