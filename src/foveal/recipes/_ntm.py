@@ -6,7 +6,7 @@ Not a recipe: it registers nothing (the recipes are in :mod:`foveal.recipes.ntm`
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,7 +59,7 @@ def loss(model: nn.Module, batch: NTMBatch) -> tuple[Tensor, dict[str, float]]:
     return loss, metrics
 
 
-def build(config: NTMConfig, levels: list[NTMTask]) -> Task:
+def build(config: NTMConfig, levels: Sequence[NTMTask]) -> Task:
     """The task: train on ``levels`` (a curriculum, easiest first, ending on the task itself), evaluate on
     the task's full range and on the sets beyond it that the config's ``generalise_*`` keys name
     (:func:`foveal.data.ntm_eval.generalisation_sets`)."""

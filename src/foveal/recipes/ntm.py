@@ -13,10 +13,11 @@ sequences, more repeats, more items), each reported under its own name. See docs
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from foveal.data.ntm_eval import NTMEvalSet
+from foveal.data.ntm_eval import NTMEvalSet, score
 from foveal.data.ntm_tasks import AssociativeRecall, Copy, NTMTask, PrioritySort, RepeatCopy
 from foveal.errors import FovealError
 from foveal.models.ntm import NTMSpec
@@ -25,7 +26,16 @@ from foveal.recipes.base import LoopConfig, Recipe, Task
 from foveal.registry import RECIPES
 from foveal.viz.ntm import show_ntm
 
-__all__ = ["CopyConfig", "NTMConfig", "NTMEvalSet", "RecallConfig", "RepeatCopyConfig", "SortConfig", "show_ntm"]
+__all__ = [
+    "CopyConfig",
+    "NTMConfig",
+    "NTMEvalSet",
+    "RecallConfig",
+    "RepeatCopyConfig",
+    "SortConfig",
+    "score",
+    "show_ntm",
+]
 
 
 @dataclass
@@ -98,7 +108,7 @@ class SortConfig(NTMConfig):
     loop: LoopConfig = field(default_factory=lambda: loop_config(10000))
 
 
-def _levels(config: NTMConfig, recipe: str) -> list[NTMTask]:
+def _levels(config: NTMConfig, recipe: str) -> Sequence[NTMTask]:
     """Every curriculum level's task, easiest first; the last is the task itself."""
     c: Any = config
     if recipe == "ntm-copy":

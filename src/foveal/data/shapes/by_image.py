@@ -57,12 +57,12 @@ class ShapesByImage(ByImage[ShapesImageBatch]):
 
     def __getitem__(self, i: int) -> ShapesImageBatch:
         q, data = self.question_ids(i), self.questions
-        return _batch(data, [self.rows[i]], q, torch.zeros(len(q), dtype=torch.long))
+        return _batch(data, self.rows[i : i + 1], q, torch.zeros(len(q), dtype=torch.long))
 
     def examples(self, per_template: int, *, one_per_picture: bool = False) -> list[int]:
         """The first ``per_template`` questions of each template (indices into :attr:`questions`), in
         template order; with ``one_per_picture``, each from a picture not yet picked."""
-        data, picks = self.questions, []
+        data, picks = self.questions, list[int]()
         for t in range(len(data.templates)):
             of_template = torch.nonzero(data.template_ids == t).flatten()
             of_template = of_template[torch.isin(data.image_index[of_template], self.rows)]
