@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -205,6 +206,57 @@ def temperature_schedule(config: EasyVQAConfig, model: VQA) -> list[Callback]:
     return [Anneal(apply, start=config.temperature_from, end=config.model.temperature, steps=steps, name="temperature")]
 
 
+SAMPLE_QUESTIONS = 8  # questions of the shipped sample: show draws them all
+
+
+def describe(config: EasyVQAConfig, task: Task) -> dict[str, dict[str, Any]]:
+    """Pictures in [0, 1] map to [-1, 1] (:func:`foveal.data.easy_vqa.normalize`); the vocabulary and answer names."""
+    data = task.eval_set.data
+    size = [config.model.image_size] * 2
+    return {
+        "preprocessing": {"size": size, "channels": 3, "mean": [0.5] * 3, "std": [0.5] * 3},
+        "labels": {"vocab": list(data.vocab), "answers": list(data.answers)},
+    }
+
+
+def sample(config: EasyVQAConfig, task: Task) -> dict[str, Tensor]:
+    """:data:`SAMPLE_QUESTIONS` test questions evenly spread over the test set, each with its picture (uint8)."""
+    test = EasyVQA("test", data=task.eval_set.data)
+    picks = torch.linspace(0, len(test) - 1, SAMPLE_QUESTIONS).round().long()
+    return {
+        "images": test.images[test.image_index[picks]].contiguous(),
+        "questions": test.questions[picks].contiguous(),
+        "lengths": test.lengths[picks],
+        "answers": test.answer_ids[picks],
+        "answer_types": test.answer_types[picks],
+    }
+
+
+def from_sample(tensors: dict[str, Tensor], labels: dict[str, Any]) -> EasyVQA:
+    """The shipped sample as an :class:`EasyVQA` test split (masks made from the pictures, as for the data set)."""
+    import numpy as np
+
+    from foveal.data.easy_vqa import EasyVQAArrays, EasyVQAData, object_mask
+
+    images = tensors["images"].permute(0, 2, 3, 1).numpy()
+    arrays = EasyVQAArrays(
+        images=images,
+        masks=np.stack([object_mask(image) for image in images]),
+        image_ids=np.arange(len(images)),
+        questions=tensors["questions"].numpy(),
+        lengths=tensors["lengths"].numpy(),
+        answers=tensors["answers"].numpy(),
+        answer_types=tensors["answer_types"].numpy(),
+        image_index=np.arange(len(images)),
+    )
+    return EasyVQA("test", data=EasyVQAData({"test": arrays}, labels["vocab"], labels["answers"]))
+
+
+def gallery(config: EasyVQAConfig, model: VQA, tensors: dict[str, Tensor], figures_dir: Path) -> list[Path]:
+    """:func:`show` on the shipped sample."""
+    return show(model, from_sample(tensors, model.labels), figures_dir, count=len(tensors["questions"]))
+
+
 RECIPES.register("easy-vqa")(
     Recipe(
         name="easy-vqa",
@@ -222,5 +274,8 @@ RECIPES.register("easy-vqa")(
             },
             "full": {"loop.steps": 2500, "loop.eval_every": 500, "threads": 2},
         },
+        describe=describe,
+        sample=sample,
+        gallery=gallery,
     )
 )

@@ -323,7 +323,11 @@ def _register(name: str, description: str, config: type[NTMConfig], presets: dic
     def build(c: NTMConfig) -> Task:
         return _build(c, name)
 
-    RECIPES.register(name)(Recipe(name, description, config, build, presets))
+    def describe(c: NTMConfig, task: Task) -> dict[str, dict[str, Any]]:
+        # the input: (B, T, input_size) bit vectors of `width` bits, the task's marker channels after them
+        return {"preprocessing": {"width": c.width}, "labels": {}}
+
+    RECIPES.register(name)(Recipe(name, description, config, build, presets, describe=describe))
 
 
 _register(

@@ -23,7 +23,17 @@ from torch.utils.data import Dataset
 
 from foveal.models.ram import RAMOrBaselineSpec, ram_loss, ram_or_baseline
 from foveal.recipes.base import LoopConfig, Recipe, RunConfig, Task
-from foveal.recipes.stn import ImageData, _figure_path, class_names, classification_loss, error_rate, image_sets
+from foveal.recipes.stn import (
+    HeldOut,
+    ImageData,
+    _figure_path,
+    class_names,
+    classification_loss,
+    describe_classifier,
+    error_rate,
+    image_sets,
+    sample_images,
+)
 from foveal.registry import RECIPES
 
 
@@ -101,6 +111,12 @@ def show_glimpses(model: nn.Module, dataset: Dataset, figures_dir: Path, names: 
     return [path]
 
 
+def gallery(config: RAMConfig, model: nn.Module, tensors: dict[str, Tensor], figures_dir: Path) -> list[Path]:
+    """:func:`show_glimpses` on the shipped sample."""
+    held_out = HeldOut(tensors["images"], tensors["labels"])
+    return show_glimpses(model, held_out, figures_dir, tuple(model.labels["classes"]))
+
+
 RECIPES.register("ram")(
     Recipe(
         name="ram",
@@ -113,6 +129,9 @@ RECIPES.register("ram")(
             "quick": {"loop.steps": 3000, "data.n_test": 2000},
             "full": {"loop.steps": 30000, "model.glimpses": 8, "loop.schedule": "cosine", "loop.warmup_steps": 200},
         },
+        describe=describe_classifier,
+        sample=lambda config, task: sample_images(config, task, count=6),
+        gallery=gallery,
     )
 )
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -419,6 +419,15 @@ def build(config: ShapesVQAConfig) -> Task:
     return Task(model, ShapesByImage(train), loss, eval_set, evaluate, collate_by_image, draw)
 
 
+def describe(config: ShapesVQAConfig, task: Task) -> dict[str, dict[str, Any]]:
+    """Pictures in [0, 1] map to [-1, 1]; the question set's vocabulary and answer names."""
+    questions = question_set(config.questions)
+    return {
+        "preprocessing": {"size": [IMAGE_SIZE, IMAGE_SIZE], "channels": 3, "mean": [0.5] * 3, "std": [0.5] * 3},
+        "labels": {"vocab": list(questions.vocab), "answers": list(questions.answers)},
+    }
+
+
 RECIPES.register("shapes-vqa")(
     Recipe(
         name="shapes-vqa",
@@ -480,5 +489,6 @@ RECIPES.register("shapes-vqa")(
                 "loop.log_every": 1,
             },
         },
+        describe=describe,
     )
 )

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal, NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -188,6 +188,37 @@ def show_transformer(model: nn.Module, dataset: Dataset, figures_dir: Path, name
     return [path]
 
 
+class HeldOut(NamedTuple):
+    """A few test images and their labels, as ``show`` reads a data set: uint8 ``(N, 1, H, W)``, int64 ``(N,)``."""
+
+    images: Tensor
+    labels: Tensor
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+
+def describe_classifier(config: STNConfig, task: Task) -> dict[str, dict[str, Any]]:
+    """Greyscale pictures in [0, 1] of the test set's size; the class names."""
+    size = list(task.eval_set.images.shape[-2:])  # type: ignore[attr-defined]
+    return {
+        "preprocessing": {"size": size, "channels": 1, "mean": [0.0], "std": [1.0]},
+        "labels": {"classes": list(class_names(config.data.dataset))},
+    }
+
+
+def sample_images(config: STNConfig, task: Task, count: int = 8) -> dict[str, Tensor]:
+    """The first ``count`` test images (uint8) and labels, the ones ``show`` draws."""
+    test = task.eval_set
+    return {"images": test.images[:count].contiguous(), "labels": test.labels[:count].contiguous()}  # type: ignore[attr-defined]
+
+
+def gallery(config: STNConfig, model: nn.Module, tensors: dict[str, Tensor], figures_dir: Path) -> list[Path]:
+    """:func:`show_transformer` on the shipped sample."""
+    held_out = HeldOut(tensors["images"], tensors["labels"])
+    return show_transformer(model, held_out, figures_dir, tuple(model.labels["classes"]))
+
+
 QUICK = {"loop.steps": 1500, "data.n_test": 2000}
 RECIPES.register("stn")(
     Recipe(
@@ -200,5 +231,8 @@ RECIPES.register("stn")(
             "quick": QUICK,
             "full": {"loop.steps": 20000, "loop.schedule": "cosine", "loop.warmup_steps": 200},
         },
+        describe=describe_classifier,
+        sample=sample_images,
+        gallery=gallery,
     )
 )
