@@ -328,6 +328,7 @@ def show(model: VQA, dataset: ShapesByImage, figures_dir: Path, per_template: in
                 boxes=batch.boxes[n] if pointing else None,
                 chosen=int(prediction[n]) if pointing else None,
                 correct=int(batch.correct[n]) if pointing else None,
+                **dict(zip(("objects", "object_names"), data.objects_of(q), strict=True)),
             )
         )
     path = vqa_family_figure(

@@ -350,6 +350,14 @@ class ShapesVQA(Dataset):
             return self.answers[int(self.answer_ids[q])]
         return f"box {int(self.correct[q])} (the {COLOURS[int(self.targets[q])]} object)"
 
+    def objects_of(self, q: int) -> tuple[Tensor, list[str]]:
+        """The boxes ``(R, 4)`` of the objects question ``q`` is about, the one it names and the answer's
+        (one box when they are the same), and their names (``"red (named)"``, ``"blue (answer's)"``)."""
+        named, answers = int(self.arrays.colour[q]), int(self.targets[q])
+        objects = [named] if answers == named else [named, answers]
+        names = [f"{COLOURS[named]} (named)", f"{COLOURS[answers]} (answer's)"][: len(objects)]
+        return torch.from_numpy(object_boxes(self.arrays.centres[self.arrays.image[q], objects])), names
+
 
 def question_only_baseline(train: ShapesVQA, test: ShapesVQA) -> dict[str, float]:
     """Accuracy on ``test`` of answering every question with its template's most common train answer.
