@@ -113,7 +113,8 @@ def show(model: nn.Module, dataset: Dataset, figures_dir: Path, *, samples: int 
         gen.canvases[steps, :rows].transpose(0, 1), [(b[steps, :rows].transpose(0, 1), c) for b, c in write_boxes]
     )
     paths.append(figures_dir / "generation.png")
-    strip.save(paths[-1])
+    legend = [("write window", viz.WRITE_COLOUR)] if write_boxes else []
+    viz.with_legend(strip, legend, "rows: samples from noise; columns: the canvas at steps 1..T").save(paths[-1])
     paths.append(viz.save_gif(viz.gif_frames(gen.canvases, write_boxes), figures_dir / "generation.gif"))
 
     spread = torch.linspace(0, len(dataset) - 1, rows).long()  # MNIST 5k's test split is sorted by digit
@@ -131,7 +132,9 @@ def show(model: nn.Module, dataset: Dataset, figures_dir: Path, *, samples: int 
             b = model.box(params[steps], N).transpose(0, 1)
             boxes.append((torch.cat([b, no_box], dim=1), colour))
     paths.append(figures_dir / "reconstruction.png")
-    viz.grid(pictures, boxes, probabilities=True).save(paths[-1])
+    legend = [("read window", viz.READ_COLOUR), ("write window", viz.WRITE_COLOUR)] if boxes else []
+    note = "rows: test images; columns: the canvas at steps 1..T, then the image"
+    viz.with_legend(viz.grid(pictures, boxes, probabilities=True), legend, note).save(paths[-1])
     return paths
 
 

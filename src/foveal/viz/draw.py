@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import torch
-from PIL import Image, ImageDraw
+from PIL import Image, ImageDraw, ImageFont
 from torch import Tensor
 
 from foveal._checks import check_shape
@@ -87,6 +87,38 @@ def grid(
                 _box(draw, b[r, k], scale, colour)
             sheet.paste(tile, (pad + k * cell_w, pad + r * cell_h))
     return sheet
+
+
+def with_legend(sheet: Image.Image, entries: Sequence[tuple[str, tuple[int, int, int]]], note: str = "") -> Image.Image:
+    """``sheet`` with a strip under it: the grey scale's bar (a pixel's probability, 0 black to 1 white), a
+    swatch and name per box colour in ``entries``, and ``note``.
+
+    Example:
+        >>> sheet = Image.new("RGB", (200, 60))
+        >>> with_legend(sheet, [("write window", WRITE_COLOUR)]).size[1] > 60
+        True
+    """
+    font = ImageFont.load_default()
+    line = 14
+    width = max(sheet.width, 420)
+    rows = 2 + bool(note)
+    out = Image.new("RGB", (width, sheet.height + rows * line + 8), (255, 255, 255))
+    out.paste(sheet, (0, 0))
+    draw = ImageDraw.Draw(out)
+    y = sheet.height + 4
+    for x in range(100):  # the grey levels, black (0) to white (1)
+        draw.line([(44 + x, y + 2), (44 + x, y + 10)], fill=(round(x * 2.55),) * 3)
+    draw.rectangle([44, y + 2, 143, y + 10], outline=(0, 0, 0))
+    draw.text((4, y), "0", fill=(0, 0, 0), font=font)
+    draw.text((150, y), "1: a pixel's probability of being on", fill=(0, 0, 0), font=font)
+    x = 4
+    for name, colour in entries:
+        draw.rectangle([x, y + line + 2, x + 10, y + line + 10], outline=colour, width=2)
+        draw.text((x + 14, y + line), name, fill=(0, 0, 0), font=font)
+        x += 24 + round(draw.textlength(name, font=font))
+    if note:
+        draw.text((4, y + 2 * line), note, fill=(0, 0, 0), font=font)
+    return out
 
 
 def gif_frames(
