@@ -129,3 +129,15 @@ def test_shapes_vqa_answers_its_test_questions_in_words_as_its_evaluation_scores
         right.append(said.text == data.answer_text(q).split(" (")[0])  # "box 2 (the red object)": "box 2"
         assert said.maps.shape == (1, model.grid, model.grid)
     assert math.isclose(sum(right) / len(right), evaluate(task, task.model)["acc"], abs_tol=1e-6)
+
+
+def test_torch_hub_loads_a_shipped_model_from_the_checkout():
+    root = WEIGHTS_DIR.parents[2]
+    path = list(sys.path)
+    try:
+        model = torch.hub.load(str(root), "easy-vqa", source="local")
+        assert type(model).__name__ == "VQA" and model.labels == card("easy-vqa").labels
+        assert type(torch.hub.load(str(root), "ntm_copy", source="local")).__name__ == "NTM"
+    finally:
+        sys.path[:] = path  # torch.hub and hubconf.py put the checkout on the path
+        sys.modules.pop("hubconf", None)
