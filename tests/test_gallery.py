@@ -25,7 +25,7 @@ def test_samples_are_small_and_held_out():
     sizes = {name: (card(name).directory / "sample.safetensors") for name in available()}
     total = sum(path.stat().st_size for path in sizes.values() if path.is_file())
     assert total < 300_000
-    assert {name for name, path in sizes.items() if path.is_file()} >= {"easy-vqa", "stn", "ram", "draw"}
+    assert {name for name, path in sizes.items() if path.is_file()} >= {"easy-vqa", "stn", "ram", "draw", "ntm-copy"}
 
 
 def test_show_draws_a_model_of_a_data_set_without_it(no_data_sets, tmp_path, capsys):

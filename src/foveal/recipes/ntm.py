@@ -246,16 +246,21 @@ def _show_examples(dataset: NTMEvalSet) -> dict[str, NTMBatch]:
 
 
 def _show(model: nn.Module, dataset: Dataset, figures_dir: Path) -> list[Path]:
+    assert isinstance(dataset, NTMEvalSet)
+    return _draw(model, _show_examples(dataset), type(dataset.main.task).__name__, figures_dir)
+
+
+def _draw(model: nn.Module, examples: dict[str, NTMBatch], task: str, figures_dir: Path) -> list[Path]:
+    """``ntm-NAME.png`` per example: its inputs, outputs, targets, the heads' weightings and the final memory."""
     from foveal.viz.ntm import plot_ntm
 
-    assert isinstance(dataset, NTMEvalSet)
     device = next(model.parameters()).device
     paths = []
-    for name, batch in _show_examples(dataset).items():
+    for name, batch in examples.items():
         with torch.no_grad():
             out = model(batch.inputs.to(device), record=True)
         wrong = wrong_bits(out.logits, batch.targets.to(device)).item()
-        title = f"{type(dataset.main.task).__name__}: {name}, T = {batch.inputs.shape[1]}, {wrong:.0f} wrong bits"
+        title = f"{task}: {name}, T = {batch.inputs.shape[1]}, {wrong:.0f} wrong bits"
         paths.append(
             plot_ntm(
                 batch.inputs[0],
@@ -269,6 +274,26 @@ def _show(model: nn.Module, dataset: Dataset, figures_dir: Path) -> list[Path]:
             )
         )
     return paths
+
+
+def _sample(config: NTMConfig, task: Task) -> dict[str, Tensor]:
+    """The sequences ``show`` draws (``K-NAME.inputs`` and ``K-NAME.targets``, ``K`` their order)."""
+    examples = _show_examples(task.eval_set)  # type: ignore[arg-type]
+    return {
+        f"{k}-{name}.{part}": getattr(batch, part).contiguous()
+        for k, (name, batch) in enumerate(examples.items())
+        for part in ("inputs", "targets")
+    }
+
+
+def _gallery(recipe: str) -> Callable[[NTMConfig, nn.Module, dict[str, Tensor], Path], list[Path]]:
+    def gallery(config: NTMConfig, model: nn.Module, tensors: dict[str, Tensor], figures_dir: Path) -> list[Path]:
+        """:func:`_show` on the shipped sequences."""
+        keys = sorted({key.rsplit(".", 1)[0] for key in tensors}, key=lambda key: int(key.split("-", 1)[0]))
+        examples = {key.split("-", 1)[1]: NTMBatch(tensors[f"{key}.inputs"], tensors[f"{key}.targets"]) for key in keys}
+        return _draw(model, examples, type(_levels(config, recipe)[-1]).__name__, figures_dir)
+
+    return gallery
 
 
 # ---- build ------------------------------------------------------------------------------------
@@ -327,7 +352,8 @@ def _register(name: str, description: str, config: type[NTMConfig], presets: dic
         # the input: (B, T, input_size) bit vectors of `width` bits, the task's marker channels after them
         return {"preprocessing": {"width": c.width}, "labels": {}}
 
-    RECIPES.register(name)(Recipe(name, description, config, build, presets, describe=describe))
+    recipe = Recipe(name, description, config, build, presets, describe, _sample, _gallery(name))
+    RECIPES.register(name)(recipe)
 
 
 _register(
