@@ -24,7 +24,7 @@ def main(names: list[str]) -> None:
         recipe, config, task = build(name, entry.check["sets"])
         save_card(entry, model=describe_model(task.model), **describe(recipe, config, task))
         path = write_sample(name, recipe, config, task)
-        size = f"{path.stat().st_size / 1024:.0f} KB sample" if path else "no sample (its data are generated)"
+        size = f"{path.stat().st_size / 1024:.0f} KB sample" if path else "no sample (its recipe cuts none)"
         print(f"{name}: card written, {size}", flush=True)
 
 

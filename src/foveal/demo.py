@@ -1,9 +1,8 @@
 """``foveal demo``: a gallery of every shipped model on held-out data, in one page.
 
 No training and no data set: each model is loaded from the weights foveal ships (:mod:`foveal.zoo`),
-its recipe's ``show`` draws where it looks on the held-out test examples shipped with it (or on test
-data its recipe generates), and one page gathers the pictures with the metrics the model scored on
-the whole test set when it was trained.
+its recipe's ``show`` draws where it looks on the held-out test examples shipped with it, and one
+page gathers the pictures with the metrics the model scored on the whole test set when it was trained.
 """
 
 from __future__ import annotations
@@ -37,7 +36,7 @@ def draw_model(name: str, figures_dir: str | Path) -> list[Path]:
     """Draw shipped model ``name``'s figures into ``figures_dir``; returns their paths.
 
     A recipe with a gallery draws from the sample shipped with the model, so no data set is read;
-    the others (their test data are generated) build their small check task.
+    without one (or without a sample) the model's small check task is built, its recipe's data with it.
 
     Raises:
         DataUnavailableError: the model ships no sample and its recipe's test data are not on this machine.

@@ -123,7 +123,7 @@ def config(name: str) -> RunConfig:
 
 
 def sample(name: str) -> dict[str, Tensor]:
-    """The held-out test examples shipped with model ``name`` (empty when its recipe makes its data)."""
+    """The held-out test examples shipped with model ``name`` (empty when it ships none)."""
     from safetensors.torch import load_file
 
     path = card(name).directory / SAMPLE

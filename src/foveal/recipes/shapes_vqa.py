@@ -33,22 +33,20 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.utils.data import DataLoader, Dataset
 
-from foveal.attention import box_weights
 from foveal.data.easy_vqa import denormalize, normalize
 from foveal.data.shapes import (
-    COLOURS,
     FAMILIES,
     IMAGE_SIZE,
     QUESTION_SETS,
+    ShapesArrays,
     ShapesVQA,
     load_shapes,
-    object_boxes,
     question_set,
 )
 from foveal.models.vqa import VQA, VQASpec
 from foveal.recipes.base import LoopConfig, Recipe, RunConfig, Task
 from foveal.registry import RECIPES
-from foveal.viz.vqa_family import QuestionPanel, vqa_family_figure
+from foveal.viz.vqa_family import OBJECT_ROLES, QuestionPanel, object_cells, two_hop_figure, vqa_family_figure
 
 POINTING = FAMILIES.index("pointing")  # the two-hop set has 2 families, so none of its questions points
 FAMILY_KEYS = ("non_relational", "relational", "pointing")  # metric-name forms of FAMILIES
@@ -206,24 +204,6 @@ def loss(model: nn.Module, batch: ShapesImageBatch) -> tuple[Tensor, dict[str, f
     return losses.mean(), {"acc": (prediction == target(batch)).float().mean().item()}
 
 
-OBJECT_ROLES = ("named", "first", "second")  # the X object, the object found first, the answer's object
-
-
-def object_cells(model: VQA, data: ShapesVQA, ids: Tensor) -> Tensor:
-    """Which grid cells each question's X, first and answer objects touch (their boxes overlap the cell).
-
-    Shape:
-        - ids: int64 ``(Q,)`` question indices into ``data``
-        - output: float ``(Q, 3, N)``, 1 where the object's box overlaps cell ``i``, in :data:`OBJECT_ROLES` order
-    """
-    arrays = data.arrays
-    image, ids_np = arrays.image[ids.numpy()], ids.numpy()
-    objects = [arrays.colour[ids_np], arrays.first[ids_np], arrays.target[ids_np]]
-    boxes = torch.from_numpy(object_boxes(arrays.centres[image[:, None], np.stack(objects, 1)]))  # (Q, 3, 4)
-    pool = box_weights(boxes, (model.covered, model.covered), (model.grid, model.grid))
-    return (pool > 0).float()
-
-
 def evaluate(model: nn.Module, dataset: ShapesByImage, batch_size: int = 50) -> dict[str, float]:
     """Accuracy overall, per family (``acc_non_relational``, ``acc_relational``, ``acc_pointing``; on the
     two-hop set ``acc_one_hop``, ``acc_two_hop``) and per template (``acc_template_NAME``); ``params``, the
@@ -341,63 +321,6 @@ def show(model: VQA, dataset: ShapesByImage, figures_dir: Path, per_template: in
     return [path]
 
 
-ROLE_STYLE = {"named": ("black", ":"), "first": ("black", "--"), "second": ("black", "-")}
-
-
-def two_hop_figure(
-    model: VQA, data: ShapesVQA, picks: list[int], said: list[str], maps: Tensor | None, path: Path
-) -> Path:
-    """One row per question: the picture, then every hop's map, each with the X object (dotted), the
-    object found first (dashed) and the answer's object (solid) outlined; the title gives hop ``K``'s
-    mass on each (the cells their boxes touch, as ``evaluate`` scores it).
-
-    Shape:
-        - maps: ``(len(picks), hops, N)`` or None
-    """
-    from matplotlib.patches import Rectangle
-
-    from foveal.viz._mpl import pyplot
-    from foveal.viz.vqa_family import overlay_on_extent
-
-    plt = pyplot()
-    hops = 0 if maps is None else maps.shape[1]
-    fig, axes = plt.subplots(
-        len(picks), 1 + hops, figsize=(2.2 * (1 + hops), 2.4 * len(picks)), squeeze=False, layout="constrained"
-    )
-    cells = object_cells(model, data, torch.tensor(picks))  # (Q, 3, N)
-    arrays = data.arrays
-    for row, q in enumerate(picks):
-        picture = torch.from_numpy(arrays.images[arrays.image[q]]).permute(2, 0, 1).float() / 255
-        objects = (arrays.colour[q], arrays.first[q], arrays.target[q])
-        boxes = object_boxes(arrays.centres[arrays.image[q], list(objects)])
-        for col, ax in enumerate(axes[row]):
-            if col == 0:
-                ax.imshow(picture.permute(1, 2, 0).numpy())
-                names = ", ".join(f"{role} {COLOURS[k]}" for role, k in zip(OBJECT_ROLES, objects, strict=True))
-                ax.set_title(
-                    f"{data.question_text(q)}\npred: {said[row]} | truth: {data.answer_text(q)}\n{names}",
-                    fontsize=5,
-                    loc="left",
-                )
-            else:
-                ax.imshow(overlay_on_extent(picture, maps[row, col - 1], (model.grid, model.grid), model.covered))
-                on = (maps[row, col - 1] * cells[row]).sum(-1).tolist()
-                ax.set_title(f"hop {col}: " + " ".join(f"{r} {m:.2f}" for r, m in zip(OBJECT_ROLES, on, strict=True)),
-                             fontsize=5)  # fmt: skip
-            for role, (x0, y0, x1, y1) in zip(OBJECT_ROLES, boxes.tolist(), strict=True):
-                colour, style = ROLE_STYLE[role]
-                # pixel (x, y) is centred at (x, y) in imshow's coordinates, so a half-open box starts at x0 - 0.5
-                ax.add_patch(Rectangle((x0 - 0.5, y0 - 0.5), x1 - x0, y1 - y0, fill=False, ec=colour, lw=1, ls=style))
-            ax.axis("off")
-    fig.suptitle(
-        f"head: {model.spec.head}, {hops} hop(s); dotted: X object, dashed: first, solid: answer's", fontsize=7
-    )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=130, bbox_inches="tight")
-    plt.close(fig)
-    return path
-
-
 def build(config: ShapesVQAConfig) -> Task:
     cache = config.cache_dir or None
     model = build_model(config)  # first: it rejects an unknown question set before any data is drawn
@@ -427,6 +350,27 @@ def describe(config: ShapesVQAConfig, task: Task) -> dict[str, dict[str, Any]]:
         "preprocessing": {"size": [IMAGE_SIZE, IMAGE_SIZE], "channels": 3, "mean": [0.5] * 3, "std": [0.5] * 3},
         "labels": {"vocab": list(questions.vocab), "answers": list(questions.answers)},
     }
+
+
+def sample(config: ShapesVQAConfig, task: Task) -> dict[str, Tensor]:
+    """The test pictures ``show`` draws from (the first ones, up to its last pick) with all their questions."""
+    data = task.eval_set.questions
+    firsts = [
+        torch.nonzero(data.template_ids == t).flatten()[: config.show_per_template] for t in range(len(data.templates))
+    ]
+    pictures = int(data.image_index[torch.cat(firsts)].max()) + 1
+    arrays = data.arrays.first_pictures(pictures)
+    return {name: torch.from_numpy(value.copy()) for name, value in vars(arrays).items() if name != "questions"}
+
+
+def gallery(config: ShapesVQAConfig, model: VQA, tensors: dict[str, Tensor], figures_dir: Path) -> list[Path]:
+    """:func:`show` on the shipped sample."""
+    arrays = ShapesArrays(
+        **{name: value.numpy() for name, value in tensors.items()}, questions=np.array(config.questions)
+    )
+    return show(
+        model, ShapesByImage(ShapesVQA("test", arrays=arrays)), figures_dir, per_template=config.show_per_template
+    )
 
 
 RECIPES.register("shapes-vqa")(
@@ -491,5 +435,7 @@ RECIPES.register("shapes-vqa")(
             },
         },
         describe=describe,
+        sample=sample,
+        gallery=gallery,
     )
 )

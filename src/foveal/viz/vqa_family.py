@@ -17,9 +17,12 @@ from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
+import torch
 from torch import Tensor
 
 from foveal.attention import box_weights
+from foveal.data.shapes import COLOURS, ShapesVQA, object_boxes
+from foveal.models.vqa import VQA
 from foveal.viz._mpl import pyplot
 from foveal.viz.heatmap import MAP_COLOURS, overlay_heatmap, weights_to_grid
 
@@ -177,6 +180,81 @@ def vqa_family_figure(
     )
     fig.suptitle(f"head: {head}\n{legend}" if head else legend, fontsize=6, y=1 - 0.05 / height, va="bottom")
     path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=130, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
+
+OBJECT_ROLES = ("named", "first", "second")  # the X object, the object found first, the answer's object
+
+
+def object_cells(model: VQA, data: ShapesVQA, ids: Tensor) -> Tensor:
+    """Which grid cells each question's X, first and answer objects touch (their boxes overlap the cell).
+
+    Shape:
+        - ids: int64 ``(Q,)`` question indices into ``data``
+        - output: float ``(Q, 3, N)``, 1 where the object's box overlaps cell ``i``, in :data:`OBJECT_ROLES` order
+    """
+    arrays = data.arrays
+    image, ids_np = arrays.image[ids.numpy()], ids.numpy()
+    objects = [arrays.colour[ids_np], arrays.first[ids_np], arrays.target[ids_np]]
+    boxes = torch.from_numpy(object_boxes(arrays.centres[image[:, None], np.stack(objects, 1)]))  # (Q, 3, 4)
+    pool = box_weights(boxes, (model.covered, model.covered), (model.grid, model.grid))
+    return (pool > 0).float()
+
+
+ROLE_STYLE = {"named": ("black", ":"), "first": ("black", "--"), "second": ("black", "-")}
+
+
+def two_hop_figure(
+    model: VQA, data: ShapesVQA, picks: list[int], said: list[str], maps: Tensor | None, path: Path
+) -> Path:
+    """One row per question: the picture, then every hop's map, each with the X object (dotted), the
+    object found first (dashed) and the answer's object (solid) outlined; the title gives hop ``K``'s
+    mass on each (the cells their boxes touch, as ``evaluate`` scores it).
+
+    Shape:
+        - maps: ``(len(picks), hops, N)`` or None
+    """
+    from matplotlib.patches import Rectangle
+
+    from foveal.viz._mpl import pyplot
+    from foveal.viz.vqa_family import overlay_on_extent
+
+    plt = pyplot()
+    hops = 0 if maps is None else maps.shape[1]
+    fig, axes = plt.subplots(
+        len(picks), 1 + hops, figsize=(2.2 * (1 + hops), 2.4 * len(picks)), squeeze=False, layout="constrained"
+    )
+    cells = object_cells(model, data, torch.tensor(picks))  # (Q, 3, N)
+    arrays = data.arrays
+    for row, q in enumerate(picks):
+        picture = torch.from_numpy(arrays.images[arrays.image[q]]).permute(2, 0, 1).float() / 255
+        objects = (arrays.colour[q], arrays.first[q], arrays.target[q])
+        boxes = object_boxes(arrays.centres[arrays.image[q], list(objects)])
+        for col, ax in enumerate(axes[row]):
+            if col == 0:
+                ax.imshow(picture.permute(1, 2, 0).numpy())
+                names = ", ".join(f"{role} {COLOURS[k]}" for role, k in zip(OBJECT_ROLES, objects, strict=True))
+                ax.set_title(
+                    f"{data.question_text(q)}\npred: {said[row]} | truth: {data.answer_text(q)}\n{names}",
+                    fontsize=5,
+                    loc="left",
+                )
+            else:
+                ax.imshow(overlay_on_extent(picture, maps[row, col - 1], (model.grid, model.grid), model.covered))
+                on = (maps[row, col - 1] * cells[row]).sum(-1).tolist()
+                ax.set_title(f"hop {col}: " + " ".join(f"{r} {m:.2f}" for r, m in zip(OBJECT_ROLES, on, strict=True)),
+                             fontsize=5)  # fmt: skip
+            for role, (x0, y0, x1, y1) in zip(OBJECT_ROLES, boxes.tolist(), strict=True):
+                colour, style = ROLE_STYLE[role]
+                # pixel (x, y) is centred at (x, y) in imshow's coordinates, so a half-open box starts at x0 - 0.5
+                ax.add_patch(Rectangle((x0 - 0.5, y0 - 0.5), x1 - x0, y1 - y0, fill=False, ec=colour, lw=1, ls=style))
+            ax.axis("off")
+    fig.suptitle(
+        f"head: {model.spec.head}, {hops} hop(s); dotted: X object, dashed: first, solid: answer's", fontsize=7
+    )
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=130, bbox_inches="tight")
     plt.close(fig)

@@ -147,6 +147,13 @@ class ShapesArrays:
             self.first = self.colour.astype(np.int64).copy()
         self.questions = np.asarray(self.questions, dtype=str)
 
+    def first_pictures(self, count: int) -> ShapesArrays:
+        """The first ``count`` pictures with all their questions (a small sample of a split)."""
+        keep = self.image < count
+        asked = ("image", "template", "colour", "answer", "target", "candidates", "correct", "first")
+        pictures = {name: getattr(self, name)[:count] for name in ("images", "centres", "shapes")}
+        return ShapesArrays(**pictures, **{name: getattr(self, name)[keep] for name in asked}, questions=self.questions)
+
 
 SPLIT_STREAM = {"train": 0, "test": 1}
 
