@@ -1,4 +1,4 @@
-"""Train every model foveal ships and write ``src/foveal/weights/NAME/`` (weights and card).
+"""Train every model foveal ships and write ``src/foveal/weights/NAME/`` (weights, card and test sample).
 
     python scripts/train_pretrained.py                 # all of them, one thread, one after another
     python scripts/train_pretrained.py ntm-copy stn    # only these

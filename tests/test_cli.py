@@ -170,6 +170,7 @@ def test_show_draws_a_shipped_model_without_training(tmp_path, capsys):
     printed = capsys.readouterr().out.split()
     assert printed and all(Path(p).is_file() and Path(p).stat().st_size > 1000 for p in printed)
     assert not (tmp_path / "index.html").exists()  # only the figures; the gallery is `foveal demo`
+    assert all(Path(p).parent == tmp_path / "ntm-copy" for p in printed)
 
 
 def test_demo_draws_what_it_can_and_names_a_model_whose_data_are_missing(tmp_path, monkeypatch):
@@ -183,8 +184,9 @@ def test_demo_draws_what_it_can_and_names_a_model_whose_data_are_missing(tmp_pat
             )
         return real_build(name, sets)
 
-    real_build = demo.build
+    real_build, real_sample = demo.build, demo.sample
     monkeypatch.setattr(demo, "build", build)
+    monkeypatch.setattr(demo, "sample", lambda name: {} if name == "stn" else real_sample(name))  # as if none shipped
     result = demo.run_demo(tmp_path / "demo", names=["stn", "ntm-copy"])
     assert list(result["figures"]) == ["ntm-copy"] and "apt-get install" in result["skipped"]["stn"]
     page = result["page"].read_text()

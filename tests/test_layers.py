@@ -21,16 +21,18 @@ ALLOWED = {
     "data": FLOOR,
     "models": FLOOR | MECHANISMS,
     "viz": FLOOR | MECHANISMS | {"train", "data", "models"},
-    "recipes": FLOOR | MECHANISMS | {"train", "data", "models", "viz"},
-    "runs": FLOOR | MECHANISMS | {"train", "data", "models", "viz", "recipes", "__init__"},
-    "zoo": FLOOR | MECHANISMS | {"train", "data", "models", "viz", "recipes", "runs"},
-    "demo": FLOOR | MECHANISMS | {"train", "data", "models", "viz", "recipes", "runs", "zoo"},
-    "sweep": FLOOR | MECHANISMS | {"train", "data", "models", "viz", "recipes", "runs"},
+    # A saved model (foveal.pretrained's format): builds a registered model; no recipe, data or loop.
+    "artifact": FLOOR | MECHANISMS | {"models"},
+    "recipes": FLOOR | MECHANISMS | {"train", "data", "models", "viz", "artifact"},
+    "runs": FLOOR | MECHANISMS | {"train", "data", "models", "viz", "artifact", "recipes", "__init__"},
+    "zoo": FLOOR | MECHANISMS | {"train", "data", "models", "viz", "artifact", "recipes", "runs"},
+    "demo": FLOOR | MECHANISMS | {"train", "data", "models", "viz", "artifact", "recipes", "runs", "zoo"},
+    "sweep": FLOOR | MECHANISMS | {"train", "data", "models", "viz", "artifact", "recipes", "runs"},
     "cli": FLOOR
     | MECHANISMS
-    | {"train", "data", "models", "viz", "recipes", "runs", "zoo", "demo", "sweep", "__init__"},
-    # The package's face: re-exports the mechanisms; foveal.pretrained reaches the zoo lazily.
-    "__init__": FLOOR | MECHANISMS | {"zoo"},
+    | {"train", "data", "models", "viz", "artifact", "recipes", "runs", "zoo", "demo", "sweep", "__init__"},
+    # The package's face: the mechanisms and the saved-model format; foveal.pretrained reaches the zoo lazily.
+    "__init__": FLOOR | MECHANISMS | {"artifact", "zoo"},
     "__main__": {"cli"},
 }
 

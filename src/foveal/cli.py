@@ -236,10 +236,12 @@ def cmd_show(args: argparse.Namespace) -> int:
 
         paths = show_run(args.target, threads=args.threads)
     elif args.target in available():
-        from foveal.demo import run_demo
+        import torch
 
-        result = run_demo(args.out, names=[args.target], threads=args.threads or 1, page=False)
-        paths = result["figures"][args.target]
+        from foveal.demo import draw_model
+
+        torch.set_num_threads(args.threads or 1)
+        paths = draw_model(args.target, Path(args.out) / args.target)
     elif args.target in FIGURES:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)

@@ -1,8 +1,8 @@
 """``foveal demo``: a gallery of every shipped model on held-out data, in one page.
 
-No training: each model is loaded from the weights foveal ships (:mod:`foveal.zoo`), its recipe's
-``show`` draws where it looks on test data, and one page gathers the pictures with the metrics
-the model scored on the whole test set when it was trained.
+No training and no data set: each model is loaded from the weights foveal ships (:mod:`foveal.zoo`),
+its recipe's ``show`` draws where it looks on the held-out test examples shipped with it, and one
+page gathers the pictures with the metrics the model scored on the whole test set when it was trained.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import torch
 
 from foveal.errors import DataUnavailableError
 from foveal.viz.report import GallerySection, write_gallery
-from foveal.zoo import available, build, card
+from foveal.zoo import available, build, card, config, pretrained, sample
 
 WHAT_IT_SHOWS = {
     "easy-vqa": "One attention hop answering questions about one shape: where it looks for each question, "
@@ -32,13 +32,34 @@ WHAT_IT_SHOWS = {
 }
 
 
+def draw_model(name: str, figures_dir: str | Path) -> list[Path]:
+    """Draw shipped model ``name``'s figures into ``figures_dir``; returns their paths.
+
+    A recipe with a gallery draws from the sample shipped with the model, so no data set is read;
+    without one (or without a sample) the model's small check task is built, its recipe's data with it.
+
+    Raises:
+        DataUnavailableError: the model ships no sample and its recipe's test data are not on this machine.
+    """
+    from foveal.runs import get_recipe
+
+    entry = card(name)
+    recipe = get_recipe(entry.recipe)
+    held_out = sample(name)
+    with torch.no_grad():
+        if recipe.gallery is not None and held_out:
+            return list(recipe.gallery(config(name), pretrained(name), held_out, Path(figures_dir)))
+        _, _, task = build(name, entry.check["sets"])
+        return [] if task.show is None else list(task.show(task.model, task.eval_set, Path(figures_dir)))
+
+
 def run_demo(
     out: str | Path = "runs/demo", names: list[str] | None = None, threads: int = 1, page: bool = True
 ) -> dict[str, Any]:
     """Draw every shipped model (or ``names``) into ``out/figures/NAME/`` and write ``out/index.html``.
 
-    A model whose test data are not on this machine (Fashion-MNIST not installed, say) is left out of the
-    figures and named on the page with what to install, and the others are drawn.
+    Each model draws from the test examples shipped with it (:func:`draw_model`); one that could not
+    (no sample, and its data set not on this machine) is named on the page with what to install.
 
     Returns ``{"page", "figures", "seconds", "skipped"}`` (``seconds`` per model and in all; ``page`` None
     when ``page=False``; ``skipped``: model -> why).
@@ -53,14 +74,12 @@ def run_demo(
         began = time.monotonic()
         entry = card(name)
         try:
-            _, _, task = build(name, entry.check["sets"])
+            paths = draw_model(name, out / "figures" / name)
         except DataUnavailableError as e:
             skipped[name] = str(e)
             continue
-        if task.show is None:
+        if not paths:
             continue
-        with torch.no_grad():
-            paths = list(task.show(task.model, task.eval_set, out / "figures" / name))
         figures[name] = paths
         seconds[name] = round(time.monotonic() - began, 1)
         details = {

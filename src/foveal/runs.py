@@ -280,6 +280,20 @@ def show_run(run: str | Path | Run, threads: int | None = None) -> list[Path]:
     return paths
 
 
+def export_run(run: str | Path | Run, path: str | Path) -> Path:
+    """Save a trained run's model as a directory :func:`foveal.from_pretrained` loads; returns it.
+
+    The card holds the recipe's preprocessing and labels (a VQA model's vocabulary and answers, a
+    classifier's class names) and the run's recipe, preset and config.
+    """
+    from foveal.artifact import save_pretrained
+
+    run = run if isinstance(run, Run) else load_run(run)
+    described = run.recipe.describe(run.config, run.task) if run.recipe.describe else {}
+    card = {"recipe": run.recipe.name, "preset": run.preset, "config": config_to_dict(run.config)}
+    return save_pretrained(run.task.model, path, card=card, **described)
+
+
 def log_figures(run: RunDir, paths: list[Path], step: int) -> None:
     """Add the figures to the run's TensorBoard log as images, when tensorboard is installed."""
     try:

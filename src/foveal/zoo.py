@@ -1,9 +1,14 @@
 """Trained weights that ship with foveal, each made by one of its own recipes.
 
-``foveal/weights/NAME/`` holds ``model.safetensors`` and ``card.json``: the recipe, preset and
+``foveal/weights/NAME/`` is a saved model (:mod:`foveal.artifact`): ``model.safetensors`` and
+``card.json``, whose ``model``, ``preprocessing`` and ``labels`` entries build and use the model with
+no recipe or data (:func:`pretrained`). The card also records how it was made: the recipe, preset and
 resolved config, the metrics of the full evaluation, a check (a small evaluation subset and what it
-scored), the command that made it, the commit and the torch version. ``scripts/train_pretrained.py``
-trains and writes every one of them again.
+scored), the command that made it, the commit and the torch version. ``sample.safetensors`` holds a
+few of the recipe's held-out test examples, which ``foveal demo`` and ``foveal show NAME`` draw on a
+machine without the data set. ``scripts/train_pretrained.py`` trains and writes every one of them
+again; ``scripts/describe_pretrained.py`` writes the card's model entries and the sample from the
+recipe once more.
 
 Example:
     >>> from foveal.zoo import available
@@ -14,25 +19,25 @@ Example:
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from torch import nn
+from torch import Tensor, nn
 
+from foveal.artifact import from_pretrained, save_pretrained
 from foveal.errors import FovealError
-from foveal.recipes.base import Recipe, RunConfig, Task
-from foveal.recipes.config import apply_overrides, config_to_dict
-from foveal.runs import commit_id, get_recipe
-from foveal.train import seed_everything
-from foveal.train.checkpoint import load_model_state, write_text_atomic
+
+if TYPE_CHECKING:
+    from foveal.recipes.base import Recipe, RunConfig, Task
 
 WEIGHTS_DIR = Path(__file__).parent / "weights"
+SAMPLE = "sample.safetensors"
 
 
 @dataclass
 class Card:
-    """What is known of a shipped model: how it was made and what it scores."""
+    """What is known of a shipped model: how to build it, how it was made and what it scores."""
 
     name: str
     recipe: str
@@ -44,6 +49,9 @@ class Card:
     commit: str  # the commit of foveal that trained it
     torch: str  # the torch version that trained it
     seconds: float  # training time, one thread
+    model: dict[str, Any] = field(default_factory=dict)  # {"name", "args", "spec"}: foveal.artifact builds it
+    preprocessing: dict[str, Any] = field(default_factory=dict)  # the input the model expects
+    labels: dict[str, Any] = field(default_factory=dict)  # what its outputs mean: classes, vocab and answers
 
     @property
     def directory(self) -> Path:
@@ -71,6 +79,11 @@ def build(name: str, sets: dict[str, Any] | None = None) -> tuple[Recipe, RunCon
     """
     from safetensors.torch import load_file
 
+    from foveal.recipes.config import apply_overrides
+    from foveal.runs import get_recipe
+    from foveal.train import seed_everything
+    from foveal.train.checkpoint import load_model_state
+
     entry = card(name)
     recipe = get_recipe(entry.recipe)
     config = apply_overrides(recipe.config(), entry.config, f"{name}/card.json")
@@ -80,14 +93,15 @@ def build(name: str, sets: dict[str, Any] | None = None) -> tuple[Recipe, RunCon
     task = recipe.build(config)
     weights = entry.directory / "model.safetensors"
     load_model_state(task.model, load_file(str(weights)), weights)
+    task.model.preprocessing, task.model.labels = dict(entry.preprocessing), dict(entry.labels)
     task.model.eval()
     return recipe, config, task
 
 
 def pretrained(name: str) -> nn.Module:
-    """The trained model ``name`` (see :func:`available`), in eval mode.
+    """The trained model ``name`` (see :func:`available`), in eval mode, with its ``preprocessing`` and ``labels``.
 
-    Building it builds the recipe's task, so the recipe's data must be on the machine.
+    It is built from its card (:func:`foveal.artifact.from_pretrained`): no recipe, no data set.
 
     Example:
         >>> import torch
@@ -95,20 +109,34 @@ def pretrained(name: str) -> nn.Module:
         >>> ntm(torch.zeros(1, 5, ntm.input_size)).logits.shape[-1] == ntm.output_size
         True
     """
-    return build(name)[2].model
+    card(name)  # an unknown name lists the shipped ones
+    return from_pretrained(WEIGHTS_DIR / name)
+
+
+def config(name: str) -> RunConfig:
+    """The resolved recipe config a shipped model was trained with."""
+    from foveal.recipes.config import apply_overrides
+    from foveal.runs import get_recipe
+
+    entry = card(name)
+    return apply_overrides(get_recipe(entry.recipe).config(), entry.config, f"{name}/card.json")
+
+
+def sample(name: str) -> dict[str, Tensor]:
+    """The held-out test examples shipped with model ``name`` (empty when it ships none)."""
+    from safetensors.torch import load_file
+
+    path = card(name).directory / SAMPLE
+    return load_file(str(path)) if path.is_file() else {}
 
 
 def save(name: str, run: Any, metrics: dict[str, float], check: dict[str, Any], command: str, seconds: float) -> Path:
-    """Write ``weights/NAME/`` from a trained :class:`foveal.runs.Run`: weights, then the card."""
+    """Write ``weights/NAME/`` from a trained :class:`foveal.runs.Run`: weights, card and test sample."""
     import torch
-    from safetensors.torch import save_file
 
-    directory = WEIGHTS_DIR / name
-    directory.mkdir(parents=True, exist_ok=True)
-    state = {key: value.detach().contiguous().clone() for key, value in run.task.model.state_dict().items()}
-    save_file(state, str(directory / "model.safetensors"))
-    (directory / "model.safetensors").chmod(0o644)
-    commit = commit_id()
+    from foveal.recipes.config import config_to_dict
+    from foveal.runs import commit_id
+
     entry = Card(
         name=name,
         recipe=run.recipe.name,
@@ -117,15 +145,38 @@ def save(name: str, run: Any, metrics: dict[str, float], check: dict[str, Any], 
         metrics=metrics,
         check=check,
         command=command,
-        commit=commit,
+        commit=commit_id(),
         torch=torch.__version__,
         seconds=round(seconds, 1),
     )
-    return save_card(entry)
+    described = describe(run.recipe, run.config, run.task)
+    provenance = {k: v for k, v in asdict(entry).items() if k not in ("model", "preprocessing", "labels")}
+    save_pretrained(run.task.model, entry.directory, card=provenance, **described)
+    write_sample(name, run.recipe, run.config, run.task)
+    return entry.directory
+
+
+def describe(recipe: Recipe, config: RunConfig, task: Task) -> dict[str, dict[str, Any]]:
+    """``{"preprocessing", "labels"}`` of a recipe's model, from the recipe (empty for a recipe that says none)."""
+    return recipe.describe(config, task) if recipe.describe else {"preprocessing": {}, "labels": {}}
+
+
+def write_sample(name: str, recipe: Recipe, config: RunConfig, task: Task) -> Path | None:
+    """Write ``weights/NAME/sample.safetensors``: the recipe's cut of its held-out test data (None if it has none)."""
+    from safetensors.torch import save_file
+
+    if recipe.sample is None:
+        return None
+    path = WEIGHTS_DIR / name / SAMPLE
+    save_file({k: v.contiguous() for k, v in recipe.sample(config, task).items()}, str(path))
+    path.chmod(0o644)
+    return path
 
 
 def save_card(entry: Card, **changes: Any) -> Path:
     """Write ``weights/NAME/card.json`` (with ``changes`` to its fields); returns the directory."""
+    from foveal.train.checkpoint import write_text_atomic
+
     entry = replace(entry, **changes)
     entry.directory.mkdir(parents=True, exist_ok=True)
     write_text_atomic(json.dumps(asdict(entry), indent=2) + "\n", entry.directory / "card.json")

@@ -276,6 +276,34 @@ class EasyVQA(Dataset):
         return " ".join(self.vocab[t] for t in self.questions[q, : self.lengths[q]].tolist())
 
 
+def cut_sample(test: EasyVQA, count: int) -> dict[str, Tensor]:
+    """``count`` questions evenly spread over ``test``, each with its picture (uint8): a shipped model's sample."""
+    picks = torch.linspace(0, len(test) - 1, count).round().long()
+    return {
+        "images": test.images[test.image_index[picks]].contiguous(),
+        "questions": test.questions[picks].contiguous(),
+        "lengths": test.lengths[picks],
+        "answers": test.answer_ids[picks],
+        "answer_types": test.answer_types[picks],
+    }
+
+
+def from_sample(tensors: dict[str, Tensor], vocab: list[str], answers: list[str]) -> EasyVQA:
+    """A sample of :func:`cut_sample` as a test split (masks made from the pictures, as for the data set)."""
+    images = tensors["images"].permute(0, 2, 3, 1).numpy()
+    arrays = EasyVQAArrays(
+        images=images,
+        masks=np.stack([object_mask(image) for image in images]),
+        image_ids=np.arange(len(images)),
+        questions=tensors["questions"].numpy(),
+        lengths=tensors["lengths"].numpy(),
+        answers=tensors["answers"].numpy(),
+        answer_types=tensors["answer_types"].numpy(),
+        image_index=np.arange(len(images)),
+    )
+    return EasyVQA("test", data=EasyVQAData({"test": arrays}, vocab, answers))
+
+
 class VQAImageBatch(NamedTuple):
     """Questions grouped by picture: each picture is encoded once and shared by its questions.
 

@@ -165,7 +165,7 @@ class RAM(nn.Module):
             raise ValueError(f"read: expected 'hard' or 'gaussian', got {read!r}")
         if core not in ("rnn", "lstm"):
             raise ValueError(f"core: expected 'rnn' or 'lstm', got {core!r}")
-        self.in_channels, self.in_size = in_channels, in_size
+        self.in_channels, self.in_size, self.classes = in_channels, in_size, classes
         self.steps, self.glimpse, self.scales = steps, glimpse, scales
         self.hidden, self.std, self.read, self.core_kind = hidden, spec.std, read, core
         # Where: the hard read's (x, y); the Gaussian read's (g~_X, g~_Y, log sigma^2, log delta~).

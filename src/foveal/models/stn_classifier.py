@@ -135,7 +135,7 @@ class CNN(nn.Module):
         super().__init__()
         self.spec = spec = resolve_spec(CNNSpec, spec, options)
         width = spec.width
-        self.in_channels, self.in_size = in_channels, in_size
+        self.in_channels, self.in_size, self.classes = in_channels, in_size, classes
         side = _pooled(in_size, 2)
         if side < 1:
             raise ValueError(f"in_size: expected at least 4 pixels, got {in_size}")
@@ -223,7 +223,7 @@ class STCNN(nn.Module):
         self.spec = spec = resolve_spec(STCNNSpec, spec, options)
         if spec.transform not in IDENTITY:
             raise ValueError(f"transform: expected one of {tuple(IDENTITY)}, got {spec.transform!r}")
-        self.in_channels, self.in_size = in_channels, in_size
+        self.in_channels, self.in_size, self.classes = in_channels, in_size, classes
         out_size = spec.out_size or in_size
         n_params = len(IDENTITY[spec.transform])
         localization = localization_net(in_channels, n_params, width=spec.loc_width, hidden=spec.loc_hidden)
@@ -280,7 +280,7 @@ class GlimpseCNN(nn.Module):
     ) -> None:
         super().__init__()
         self.spec = spec = resolve_spec(GlimpseCNNSpec, spec, options)
-        self.in_channels, self.in_size = in_channels, in_size
+        self.in_channels, self.in_size, self.classes = in_channels, in_size, classes
         side = (in_size - 10) // 5 + 1
         self.net = nn.Sequential(
             nn.Conv2d(in_channels, spec.filters, 10, stride=5),

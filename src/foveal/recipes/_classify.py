@@ -6,7 +6,7 @@ Not a recipe: it registers nothing.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal, NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -15,6 +15,7 @@ from torch.utils.data import Dataset
 
 from foveal.data.images import FASHION_CLASSES, DistortedImages
 from foveal.models.stn_classifier import transform_box
+from foveal.recipes.base import Task
 
 Base = Literal["fashion-mnist", "mnist"]
 
@@ -105,3 +106,33 @@ def error_rate(model: nn.Module, dataset: Dataset, batch_size: int = 500) -> dic
     if located:
         out.update(iou=iou / n, centre_px=centre / n)
     return out
+
+
+class HeldOut(NamedTuple):
+    """A few test images and their labels, as ``show`` reads a data set: uint8 ``(N, 1, H, W)``, int64 ``(N,)``,
+    and where the objects are on a canvas (float ``(N, 4)``, pixels), else None."""
+
+    images: Tensor
+    labels: Tensor
+    boxes: Tensor | None = None
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+
+def describe_classifier(config: Any, task: Task) -> dict[str, dict[str, Any]]:
+    """Greyscale pictures in [0, 1] of the test set's size; the class names."""
+    size = list(task.eval_set.images.shape[-2:])  # type: ignore[attr-defined]
+    return {
+        "preprocessing": {"size": size, "channels": 1, "mean": [0.0], "std": [1.0]},
+        "labels": {"classes": list(class_names(config.data.dataset))},
+    }
+
+
+def sample_images(config: Any, task: Task, count: int = 8) -> dict[str, Tensor]:
+    """The first ``count`` test images (uint8) and labels, the ones ``show`` draws, and their objects' boxes."""
+    test = task.eval_set
+    held_out = {"images": test.images[:count].contiguous(), "labels": test.labels[:count].contiguous()}  # type: ignore[attr-defined]
+    if getattr(test, "boxes", None) is not None:
+        held_out["boxes"] = test.boxes[:count].contiguous()  # type: ignore[attr-defined]
+    return held_out

@@ -13,7 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+
+from torch import Tensor, nn
 
 from foveal.train.task import Callback, LoopConfig, RunConfig, Task
 
@@ -30,3 +33,11 @@ class Recipe:
     build: Callable[[Any], Task]
     presets: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Preset name -> overrides as dotted keys, e.g. ``{"quick": {"loop.steps": 300}}``."""
+    describe: Callable[[Any, Task], dict[str, dict[str, Any]]] | None = None
+    """``(config, task) -> {"preprocessing", "labels"}``: what a saved model of this recipe expects and
+    what its outputs mean (:func:`foveal.artifact.save_pretrained`)."""
+    sample: Callable[[Any, Task], dict[str, Tensor]] | None = None
+    """``(config, task) -> tensors``: a few held-out test examples, shipped with a trained model."""
+    gallery: Callable[[Any, nn.Module, dict[str, Tensor], Path], list[Path]] | None = None
+    """``(config, model, sample, figures_dir) -> paths``: the figures of ``show`` drawn from ``sample``,
+    with no data set. A recipe without it draws from the test set it builds (its data are generated)."""

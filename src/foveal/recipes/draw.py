@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 from torch import Tensor, nn
@@ -117,6 +117,41 @@ def build(config: DrawConfig) -> Task:
     )
 
 
+SAMPLE_IMAGES = 8  # the test images show reconstructs
+
+
+def describe(config: DrawConfig, task: Task) -> dict[str, dict[str, Any]]:
+    """Binary pictures (0 or 1) of the data set's size; DRAW has no labels."""
+    images = task.eval_set.images  # type: ignore[attr-defined]
+    binarized = {"binarize": config.binarize} | ({"threshold": 0.5} if config.binarize == "threshold" else {})
+    return {
+        "preprocessing": {"size": list(images.shape[-2:]), "channels": images.shape[1], **binarized},
+        "labels": {},
+    }
+
+
+def sample(config: DrawConfig, task: Task) -> dict[str, Tensor]:
+    """:data:`SAMPLE_IMAGES` binarised test images spread over the whole test set (uint8, 0 or 1)."""
+    test = BinarizedImages(config.dataset, "test", config.binarize, seed=config.data_seed)
+    return {"images": test.images[torch.linspace(0, len(test) - 1, SAMPLE_IMAGES).long()].to(torch.uint8)}
+
+
+class _Images(Dataset):
+    def __init__(self, images: Tensor) -> None:
+        self.images = images
+
+    def __len__(self) -> int:
+        return len(self.images)
+
+    def __getitem__(self, index: int) -> Tensor:
+        return self.images[index]
+
+
+def gallery(config: DrawConfig, model: nn.Module, tensors: dict[str, Tensor], figures_dir: Path) -> list[Path]:
+    """:func:`show` on the shipped sample."""
+    return show(model, _Images(tensors["images"].float()), figures_dir, samples=config.show_samples)
+
+
 RECIPES.register("draw")(
     Recipe(
         name="draw",
@@ -171,5 +206,8 @@ RECIPES.register("draw")(
                 "loop.compile": True,  # the compiled step repays its first compile (docs/studies/compile-speed.md)
             },
         },
+        describe=describe,
+        sample=sample,
+        gallery=gallery,
     )
 )

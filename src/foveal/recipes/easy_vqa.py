@@ -13,12 +13,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.utils.data import DataLoader
 
+from foveal.data.by_image import describe_pictures
 from foveal.data.easy_vqa import (
     ANSWER_TYPES,
     IMAGE_SIZE,
@@ -27,7 +29,9 @@ from foveal.data.easy_vqa import (
     VQAImageBatch,
     VQASample,
     collate_by_image,
+    cut_sample,
     denormalize,
+    from_sample,
     load_easy_vqa,
 )
 from foveal.errors import FovealError
@@ -208,6 +212,20 @@ def temperature_schedule(config: EasyVQAConfig, model: VQA) -> list[Callback]:
     return [Anneal(apply, start=config.temperature_from, end=config.model.temperature, steps=steps, name="temperature")]
 
 
+def describe(config: EasyVQAConfig, task: Task) -> dict[str, dict[str, Any]]:
+    return describe_pictures(config.model.image_size, task.eval_set.data.vocab, task.eval_set.data.answers)
+
+
+def sample(config: EasyVQAConfig, task: Task) -> dict[str, Tensor]:
+    """Eight test questions evenly spread over the test set, with their pictures (``show`` draws them all)."""
+    return cut_sample(EasyVQA("test", data=task.eval_set.data), 8)
+
+
+def gallery(config: EasyVQAConfig, model: VQA, tensors: dict[str, Tensor], figures_dir: Path) -> list[Path]:
+    """:func:`show` on the shipped sample."""
+    return show(model, from_sample(tensors, **model.labels), figures_dir, count=len(tensors["questions"]))
+
+
 RECIPES.register("easy-vqa")(
     Recipe(
         name="easy-vqa",
@@ -225,5 +243,8 @@ RECIPES.register("easy-vqa")(
             },
             "full": {"loop.steps": 2500, "loop.eval_every": 500, "threads": 2},
         },
+        describe=describe,
+        sample=sample,
+        gallery=gallery,
     )
 )

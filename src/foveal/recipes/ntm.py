@@ -13,18 +13,21 @@ sequences, more repeats, more items), each reported under its own name. See docs
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
+from torch import Tensor, nn
+
 from foveal.data.ntm_eval import NTMEvalSet, score
-from foveal.data.ntm_tasks import AssociativeRecall, Copy, NTMTask, PrioritySort, RepeatCopy
+from foveal.data.ntm_tasks import AssociativeRecall, Copy, NTMBatch, NTMTask, PrioritySort, RepeatCopy
 from foveal.errors import FovealError
 from foveal.models.ntm import NTMSpec
 from foveal.recipes._ntm import NTMConfig, build, loop_config, spec
 from foveal.recipes.base import LoopConfig, Recipe, Task
 from foveal.registry import RECIPES
-from foveal.viz.ntm import show_ntm
+from foveal.viz.ntm import draw_ntm, show_ntm
 
 __all__ = [
     "CopyConfig",
@@ -122,11 +125,36 @@ def _levels(config: NTMConfig, recipe: str) -> Sequence[NTMTask]:
     raise FovealError(f"unknown NTM recipe {recipe!r}")
 
 
+def _sample(config: NTMConfig, task: Task) -> dict[str, Tensor]:
+    """The sequences ``show`` draws (``K-NAME.inputs`` and ``K-NAME.targets``, ``K`` their order)."""
+    examples = task.eval_set.examples()  # type: ignore[union-attr]
+    return {
+        f"{k}-{name}.{part}": getattr(batch, part).contiguous()
+        for k, (name, batch) in enumerate(examples.items())
+        for part in ("inputs", "targets")
+    }
+
+
+def _gallery(recipe: str) -> Callable[[NTMConfig, nn.Module, dict[str, Tensor], Path], list[Path]]:
+    def gallery(config: NTMConfig, model: nn.Module, tensors: dict[str, Tensor], figures_dir: Path) -> list[Path]:
+        """The evaluation's figures, drawn on the shipped sequences."""
+        keys = sorted({key.rsplit(".", 1)[0] for key in tensors}, key=lambda key: int(key.split("-", 1)[0]))
+        examples = {key.split("-", 1)[1]: NTMBatch(tensors[f"{key}.inputs"], tensors[f"{key}.targets"]) for key in keys}
+        return draw_ntm(model, examples, type(_levels(config, recipe)[-1]).__name__, figures_dir)
+
+    return gallery
+
+
 def _register(name: str, description: str, config: type[NTMConfig], presets: dict[str, dict[str, Any]]) -> None:
     def build_task(c: NTMConfig) -> Task:
         return build(c, _levels(c, name))
 
-    RECIPES.register(name)(Recipe(name, description, config, build_task, presets))
+    def describe(c: NTMConfig, task: Task) -> dict[str, dict[str, Any]]:
+        # the input: (B, T, input_size) bit vectors of `width` bits, the task's marker channels after them
+        return {"preprocessing": {"width": c.width}, "labels": {}}
+
+    recipe = Recipe(name, description, config, build_task, presets, describe, _sample, _gallery(name))
+    RECIPES.register(name)(recipe)
 
 
 _register(

@@ -22,7 +22,16 @@ from torch import Tensor, nn
 from torch.utils.data import Dataset
 
 from foveal.models.ram import RAMOrBaselineSpec, ram_loss, ram_or_baseline
-from foveal.recipes._classify import ImageData, class_names, classification_loss, error_rate, image_sets
+from foveal.recipes._classify import (
+    HeldOut,
+    ImageData,
+    class_names,
+    classification_loss,
+    describe_classifier,
+    error_rate,
+    image_sets,
+    sample_images,
+)
 from foveal.recipes.base import LoopConfig, Recipe, RunConfig, Task
 from foveal.registry import RECIPES
 from foveal.viz.ram import show_glimpses
@@ -61,6 +70,12 @@ def build_ram(config: RAMConfig) -> Task:
     return Task(model, train_set, loss, eval_set=test_set, evaluate=error_rate, show=show)
 
 
+def gallery(config: RAMConfig, model: nn.Module, tensors: dict[str, Tensor], figures_dir: Path) -> list[Path]:
+    """:func:`show_glimpses` on the shipped sample."""
+    held_out = HeldOut(tensors["images"], tensors["labels"], tensors.get("boxes"))
+    return show_glimpses(model, held_out, figures_dir, tuple(model.labels["classes"]))
+
+
 RECIPES.register("ram")(
     Recipe(
         name="ram",
@@ -73,6 +88,9 @@ RECIPES.register("ram")(
             "quick": {"loop.steps": 3000, "data.n_test": 2000},
             "full": {"loop.steps": 30000, "model.glimpses": 8, "loop.schedule": "cosine", "loop.warmup_steps": 200},
         },
+        describe=describe_classifier,
+        sample=lambda config, task: sample_images(config, task, count=6),
+        gallery=gallery,
     )
 )
 

@@ -5,15 +5,12 @@
 ``--set model.head=transformer``, ``--set model.hops=2``, ``--set model.grid_coords=false`` swap the
 parts (every head name in :data:`foveal.models.vqa.VQA_HEADS`; every option of
 :class:`foveal.models.vqa.VQASpec`). Pointing questions are answered by scoring their 4 candidate
-boxes (a cross-entropy over the candidates), by default with the last hop's mass in each box added
-(``model.point_by_attention``); the others by the answer classifier. ``eval`` reports accuracy per
-family and per template, and the parameter count (:func:`evaluate`); ``show`` draws, per question,
-every hop's heatmap, the word weights, the channel weights and the chosen box of a pointing question.
+boxes, by default with the last hop's mass in each box added (``model.point_by_attention``); the others
+by the answer classifier. ``eval`` reports accuracy per family and per template (:func:`evaluate`);
+``show`` draws every hop's heatmap per question.
 
-``--set questions=two-hop`` trains and evaluates on the two-hop question set instead (its own
-templates, vocabulary and answers; see :mod:`foveal.data.shapes`): ``eval`` then also reports where
-each hop looks, and ``show`` writes ``shapes-two-hop.png``: per template a question with every hop's
-map and the three objects outlined.
+``--set questions=two-hop`` uses the two-hop question set (:mod:`foveal.data.shapes`): ``eval`` then also
+reports where each hop looks, and ``show`` writes ``shapes-two-hop.png``.
 """
 
 from __future__ import annotations
@@ -21,12 +18,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.utils.data import DataLoader
 
+from foveal.data.by_image import describe_pictures
 from foveal.data.shapes import FAMILIES, IMAGE_SIZE, QUESTION_SETS, ShapesVQA, question_set
 from foveal.data.shapes.by_image import ShapesByImage, ShapesImageBatch, collate_by_image, question_batch
 from foveal.data.shapes.scores import ShapesScores
@@ -116,23 +115,14 @@ def predict(model: nn.Module, batch: ShapesImageBatch):
     return out, losses, prediction
 
 
-def target(batch: ShapesImageBatch) -> Tensor:
-    """What a right prediction is: the answer, or the correct candidate of a pointing question."""
-    return torch.where(batch.family == POINTING, batch.correct, batch.answer)
-
-
 def loss(model: nn.Module, batch: ShapesImageBatch) -> tuple[Tensor, dict[str, float]]:
     _, losses, prediction = predict(model, batch)
-    return losses.mean(), {"acc": (prediction == target(batch)).float().mean().item()}
+    return losses.mean(), {"acc": (prediction == batch.target()).float().mean().item()}
 
 
 def evaluate(model: nn.Module, dataset: ShapesByImage, batch_size: int = 50) -> dict[str, float]:
-    """Accuracy overall, per family (``acc_non_relational``, ``acc_relational``, ``acc_pointing``; on the
-    two-hop set ``acc_one_hop``, ``acc_two_hop``) and per template (``acc_template_NAME``); ``params``, the
-    number of trainable parameters. On the two-hop set also ``mass_hopK_{named,first,second}``, the mass of
-    hop ``K``'s map on the cells that the X object's, the first object's and the answer object's boxes touch
-    (:func:`object_cells`), and ``mass_uniform_ROLE``, the same for a uniform map, over the two-hop
-    questions; ``mass_one_hop_*``, the same over the one-hop questions (their first object is X)."""
+    """Accuracy overall, per family and per template, and on the two-hop set where each hop looks
+    (:meth:`foveal.data.shapes.scores.ShapesScores.metrics`); ``params``, the trainable parameters."""
     device = next(model.parameters()).device
     data = dataset.questions
     two_hop = data.question_set.name == "two-hop"
@@ -140,7 +130,7 @@ def evaluate(model: nn.Module, dataset: ShapesByImage, batch_size: int = 50) -> 
     for b, batch in enumerate(DataLoader(dataset, batch_size=batch_size, collate_fn=collate_by_image)):
         batch = ShapesImageBatch(*(part.to(device) for part in batch))
         out, _, prediction = predict(model, batch)
-        scores.add(batch.template.cpu(), (prediction == target(batch)).float().cpu())
+        scores.add(batch.template.cpu(), (prediction == batch.target()).float().cpu())
         if two_hop and out.attention is not None:
             # the loader keeps picture order, so the batch's questions are its pictures' questions in turn
             pictures = range(b * batch_size, min((b + 1) * batch_size, len(dataset)))
@@ -151,9 +141,7 @@ def evaluate(model: nn.Module, dataset: ShapesByImage, batch_size: int = 50) -> 
 
 
 def show(model: VQA, dataset: ShapesByImage, figures_dir: Path, per_template: int = 1) -> list[Path]:
-    """``vqa-family.png``: per question, every hop's heatmap with the word weights under it, the channel
-    weights of channel attention, and for pointing questions the candidates with the chosen box. On the
-    two-hop set, ``shapes-two-hop.png`` (:func:`foveal.viz.shapes.two_hop_figure`) instead."""
+    """``vqa-family.png`` or, on the two-hop set, ``shapes-two-hop.png`` (:func:`foveal.viz.shapes.shapes_figure`)."""
     device = next(model.parameters()).device
     data = dataset.questions
     picks = dataset.examples(per_template, one_per_picture=data.question_set.name == "two-hop")
@@ -176,6 +164,22 @@ def build(config: ShapesVQAConfig) -> Task:
     draw = partial(show, per_template=config.show_per_template)
     eval_set = ShapesByImage(test, limit=config.eval_images)
     return Task(model, ShapesByImage(train), loss, eval_set, evaluate, collate_by_image, draw)
+
+
+def describe(config: ShapesVQAConfig, task: Task) -> dict[str, dict[str, Any]]:
+    questions = question_set(config.questions)
+    return describe_pictures(IMAGE_SIZE, questions.vocab, questions.answers)
+
+
+def sample(config: ShapesVQAConfig, task: Task) -> dict[str, Tensor]:
+    """The test pictures ``show`` draws from, with all their questions."""
+    return task.eval_set.questions.cut_sample(config.show_per_template)
+
+
+def gallery(config: ShapesVQAConfig, model: VQA, tensors: dict[str, Tensor], figures_dir: Path) -> list[Path]:
+    """:func:`show` on the shipped sample."""
+    test = ShapesByImage(ShapesVQA.from_sample(tensors, config.questions))
+    return show(model, test, figures_dir, per_template=config.show_per_template)
 
 
 RECIPES.register("shapes-vqa")(
@@ -239,5 +243,8 @@ RECIPES.register("shapes-vqa")(
                 "loop.log_every": 1,
             },
         },
+        describe=describe,
+        sample=sample,
+        gallery=gallery,
     )
 )

@@ -17,11 +17,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from torch import nn
+from torch import Tensor, nn
 from torch.utils.data import Dataset
 
 from foveal.models.stn_classifier import STNSpec, stn_classifier
-from foveal.recipes._classify import ImageData, class_names, classification_loss, error_rate, image_sets
+from foveal.recipes._classify import (
+    HeldOut,
+    ImageData,
+    class_names,
+    classification_loss,
+    describe_classifier,
+    error_rate,
+    image_sets,
+    sample_images,
+)
 from foveal.recipes.base import LoopConfig, Recipe, RunConfig, Task
 from foveal.registry import RECIPES
 from foveal.viz.stn import show_transformer
@@ -51,6 +60,12 @@ def build_stn(config: STNConfig) -> Task:
     return Task(model, train_set, classification_loss, eval_set=test_set, evaluate=error_rate, show=show)
 
 
+def gallery(config: STNConfig, model: nn.Module, tensors: dict[str, Tensor], figures_dir: Path) -> list[Path]:
+    """:func:`show_transformer` on the shipped sample."""
+    held_out = HeldOut(tensors["images"], tensors["labels"], tensors.get("boxes"))
+    return show_transformer(model, held_out, figures_dir, tuple(model.labels["classes"]))
+
+
 QUICK = {"loop.steps": 1500, "data.n_test": 2000}
 RECIPES.register("stn")(
     Recipe(
@@ -63,6 +78,9 @@ RECIPES.register("stn")(
             "quick": QUICK,
             "full": {"loop.steps": 20000, "loop.schedule": "cosine", "loop.warmup_steps": 200},
         },
+        describe=describe_classifier,
+        sample=sample_images,
+        gallery=gallery,
     )
 )
 

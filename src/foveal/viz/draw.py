@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import torch
-from PIL import Image, ImageDraw
+from PIL import Image, ImageDraw, ImageFont
 from torch import Tensor, nn
 from torch.utils.data import Dataset
 
@@ -91,6 +91,38 @@ def grid(
     return sheet
 
 
+def with_legend(sheet: Image.Image, entries: Sequence[tuple[str, tuple[int, int, int]]], note: str = "") -> Image.Image:
+    """``sheet`` with a strip under it: the grey scale's bar (a pixel's probability, 0 black to 1 white), a
+    swatch and name per box colour in ``entries``, and ``note``.
+
+    Example:
+        >>> sheet = Image.new("RGB", (200, 60))
+        >>> with_legend(sheet, [("write window", WRITE_COLOUR)]).size[1] > 60
+        True
+    """
+    font = ImageFont.load_default()
+    line = 14
+    width = max(sheet.width, 420)
+    rows = 2 + bool(note)
+    out = Image.new("RGB", (width, sheet.height + rows * line + 8), (255, 255, 255))
+    out.paste(sheet, (0, 0))
+    draw = ImageDraw.Draw(out)
+    y = sheet.height + 4
+    for x in range(100):  # the grey levels, black (0) to white (1)
+        draw.line([(44 + x, y + 2), (44 + x, y + 10)], fill=(round(x * 2.55),) * 3)
+    draw.rectangle([44, y + 2, 143, y + 10], outline=(0, 0, 0))
+    draw.text((4, y), "0", fill=(0, 0, 0), font=font)
+    draw.text((150, y), "1: a pixel's probability of being on", fill=(0, 0, 0), font=font)
+    x = 4
+    for name, colour in entries:
+        draw.rectangle([x, y + line + 2, x + 10, y + line + 10], outline=colour, width=2)
+        draw.text((x + 14, y + line), name, fill=(0, 0, 0), font=font)
+        x += 24 + round(draw.textlength(name, font=font))
+    if note:
+        draw.text((4, y + 2 * line), note, fill=(0, 0, 0), font=font)
+    return out
+
+
 def gif_frames(
     canvases: Tensor,
     boxes: Sequence[tuple[Tensor, tuple[int, int, int]]] = (),
@@ -162,7 +194,8 @@ def show_draw(model: nn.Module, dataset: Dataset, figures_dir: Path, *, samples:
         gen.canvases[steps, :rows].transpose(0, 1), [(b[steps, :rows].transpose(0, 1), c) for b, c in write_boxes]
     )
     paths.append(figures_dir / "generation.png")
-    strip.save(paths[-1])
+    legend = [("write window", WRITE_COLOUR)] if write_boxes else []
+    with_legend(strip, legend, "rows: samples from noise; columns: the canvas at steps 1..T").save(paths[-1])
     paths.append(save_gif(gif_frames(gen.canvases, write_boxes), figures_dir / "generation.gif"))
 
     spread = torch.linspace(0, len(dataset) - 1, rows).long()  # MNIST 5k's test split is sorted by digit
@@ -180,5 +213,7 @@ def show_draw(model: nn.Module, dataset: Dataset, figures_dir: Path, *, samples:
             b = model.box(params[steps], N).transpose(0, 1)
             boxes.append((torch.cat([b, no_box], dim=1), colour))
     paths.append(figures_dir / "reconstruction.png")
-    grid(pictures, boxes, probabilities=True).save(paths[-1])
+    legend = [("read window", READ_COLOUR), ("write window", WRITE_COLOUR)] if boxes else []
+    note = "rows: test images; columns: the canvas at steps 1..T, then the image"
+    with_legend(grid(pictures, boxes, probabilities=True), legend, note).save(paths[-1])
     return paths

@@ -15,7 +15,7 @@ import torch
 from torch import Tensor, nn
 
 from foveal.data.ntm_eval import NTMEvalSet
-from foveal.data.ntm_tasks import wrong_bits
+from foveal.data.ntm_tasks import NTMBatch, wrong_bits
 from foveal.viz._mpl import pyplot
 
 
@@ -77,14 +77,27 @@ def plot_ntm(
     fig, axes = plt.subplots(3, 2, figsize=(10, 7.5), gridspec_kw={"height_ratios": [1, 2, 2]})
     panels = [
         (axes[0, 0], inputs.T, "inputs", "channel", "Greys"),
-        (axes[0, 1], torch.cat([padded.T, outputs.T], dim=0), "targets (top) and outputs (bottom)", "channel", "Greys"),
+        (
+            axes[0, 1],
+            torch.cat([padded.T, outputs.T], dim=0),
+            "targets above the red line, outputs below",
+            "channel",
+            "Greys",
+        ),
         (axes[1, 0], write_weights[:, rows].T, "write weightings", "location", "Greys"),
         (axes[1, 1], read_weights[:, rows].T, "read weightings", "location", "Greys"),
         (axes[2, 0], memory[rows], "memory after the last step", "location", "RdBu_r"),
     ]
+    bar_labels = {"inputs": "bit", "memory after the last step": "value"}
     for ax, image, name, ylabel, cmap in panels:
-        limits = {"vmin": 0, "vmax": 1} if cmap == "Greys" else {}
-        ax.imshow(image.detach().cpu().numpy(), aspect="auto", interpolation="nearest", cmap=cmap, **limits)
+        values = image.detach().cpu()
+        # the memory's colours are centred on 0 (blue below, red above); the rest are bits and weights in [0, 1]
+        top = float(values.nan_to_num().abs().max().clamp_min(1e-6))
+        limits = {"vmin": 0, "vmax": 1} if cmap == "Greys" else {"vmin": -top, "vmax": top}
+        shown = ax.imshow(values.numpy(), aspect="auto", interpolation="nearest", cmap=cmap, **limits)
+        bar = ax.figure.colorbar(shown, ax=ax, fraction=0.04, pad=0.01)
+        bar.set_label(bar_labels.get(name, "bit" if ylabel == "channel" else "weight"), fontsize=7)
+        bar.ax.tick_params(labelsize=6)
         ax.set_title(name, fontsize=9)
         ax.set_ylabel(ylabel, fontsize=8)
         ax.tick_params(labelsize=7)
@@ -112,15 +125,19 @@ def plot_ntm(
 
 
 def show_ntm(model: nn.Module, dataset: NTMEvalSet, figures_dir: Path) -> list[Path]:
-    """``ntm-NAME.png`` (:func:`plot_ntm`) for each of the evaluation set's examples
-    (:meth:`~foveal.data.ntm_eval.NTMEvalSet.examples`), with the wrong bits in the title."""
+    """:func:`draw_ntm` of the evaluation set's examples (:meth:`~foveal.data.ntm_eval.NTMEvalSet.examples`)."""
+    return draw_ntm(model, dataset.examples(), type(dataset.main.task).__name__, figures_dir)
+
+
+def draw_ntm(model: nn.Module, examples: dict[str, NTMBatch], task: str, figures_dir: Path) -> list[Path]:
+    """``ntm-NAME.png`` (:func:`plot_ntm`) per example of ``task``, with the wrong bits in the title."""
     device = next(model.parameters()).device
     paths = []
-    for name, batch in dataset.examples().items():
+    for name, batch in examples.items():
         with torch.no_grad():
             out = model(batch.inputs.to(device), record=True)
         wrong = wrong_bits(out.logits, batch.targets.to(device)).item()
-        title = f"{type(dataset.main.task).__name__}: {name}, T = {batch.inputs.shape[1]}, {wrong:.0f} wrong bits"
+        title = f"{task}: {name}, T = {batch.inputs.shape[1]}, {wrong:.0f} wrong bits"
         paths.append(
             plot_ntm(
                 batch.inputs[0],

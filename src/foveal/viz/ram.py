@@ -8,40 +8,63 @@ from torch import Tensor, nn
 from torch.utils.data import Dataset
 
 from foveal.viz._mpl import pyplot
+from foveal.viz.stn import OBJECT_COLOUR
 
 
 def show_glimpses(model: nn.Module, dataset: Dataset, figures_dir: Path, names: tuple[str, ...]) -> list[Path]:
-    """The glimpse path over time on 6 test images: the finest glimpse's square at each step, coloured by step."""
+    """The glimpse path over time on 6 test images: the finest glimpse's square at each step, coloured by step,
+    and where the canvas has one, the object's box with the number of glimpses centred on it."""
+    from matplotlib.cm import ScalarMappable
+    from matplotlib.colors import BoundaryNorm
     from matplotlib.patches import Rectangle
 
     plt = pyplot()
     device = next(model.parameters()).device
-    images = dataset.images[:6].float().to(device) / 255.0  # type: ignore[attr-defined]
-    labels = dataset.labels[:6]  # type: ignore[attr-defined]
+    count = min(6, len(dataset))
+    images = dataset.images[:count].float().to(device) / 255.0  # type: ignore[attr-defined]
+    labels = dataset.labels[:count]  # type: ignore[attr-defined]
+    objects = getattr(dataset, "boxes", None)
     out = model(images)
     predicted = out.logits.argmax(-1).cpu()
     H, W = images.shape[-2:]
     centres = ((out.locations.cpu() + 1) / 2 * Tensor([W, H])).numpy() - 0.5  # pixel-centre coordinates
     extents = out.extents.cpu().numpy()
     T = centres.shape[1]
-    colours = plt.cm.plasma([t / max(T - 1, 1) for t in range(T)])
-    fig, axes = plt.subplots(1, 6, figsize=(13, 2.6))
-    for j, ax in enumerate(axes):
+    steps = plt.cm.plasma
+    norm = BoundaryNorm([t + 0.5 for t in range(T + 1)], steps.N)
+    fig, axes = plt.subplots(1, count, figsize=(2.2 * count + 0.8, 3.0), squeeze=False)
+    for j, ax in enumerate(axes[0]):
         ax.imshow(images[j, 0].cpu().numpy(), cmap="gray", vmin=0, vmax=1)
         ax.plot(centres[j, :, 0], centres[j, :, 1], color="white", linewidth=0.8, alpha=0.7)
         for t in range(T):
-            side = float(extents[j, t])
+            side, colour = float(extents[j, t]), steps(norm(t + 1))
             corner = (centres[j, t, 0] - side / 2, centres[j, t, 1] - side / 2)
-            ax.add_patch(Rectangle(corner, side, side, fill=False, edgecolor=colours[t], linewidth=1.2))
-            ax.text(centres[j, t, 0], centres[j, t, 1], str(t + 1), color=colours[t], fontsize=7, ha="center")
-        colour = "limegreen" if predicted[j] == labels[j] else "red"
-        ax.set_title(names[int(predicted[j])], fontsize=8, color=colour)
+            ax.add_patch(Rectangle(corner, side, side, fill=False, edgecolor=colour, linewidth=1.2))
+            ax.text(centres[j, t, 0], centres[j, t, 1], str(t + 1), color=colour, fontsize=7, ha="center")
+        title = names[int(predicted[j])]
+        if objects is not None:
+            x0, y0, x1, y1 = objects[j].tolist()
+            ax.add_patch(Rectangle((x0 - 0.5, y0 - 0.5), x1 - x0, y1 - y0, fill=False, ec=OBJECT_COLOUR, lw=1, ls="--"))
+            on = ((centres[j, :, 0] >= x0 - 0.5) & (centres[j, :, 0] < x1 - 0.5)) & (
+                (centres[j, :, 1] >= y0 - 0.5) & (centres[j, :, 1] < y1 - 0.5)
+            )
+            title += f"\n{int(on.sum())} of {T} glimpses on it"
+        ax.set_title(title, fontsize=8, color="limegreen" if predicted[j] == labels[j] else "red")
         ax.set_xlim(-0.5, W - 0.5)
         ax.set_ylim(H - 0.5, -0.5)
         ax.set_xticks([])
         ax.set_yticks([])
+    bar = fig.colorbar(
+        ScalarMappable(norm, steps), ax=axes.ravel().tolist(), shrink=0.8, pad=0.02, ticks=range(1, T + 1)
+    )
+    bar.set_label("step", fontsize=7)
+    bar.ax.tick_params(labelsize=6)
     kind = "hard glimpses (REINFORCE)" if getattr(model, "read", "hard") == "hard" else "Gaussian reads (backprop)"
-    fig.suptitle(f"RAM, {kind}: the finest glimpse at steps 1..{T} (dark to bright)", fontsize=9)
+    fig.suptitle(
+        f"RAM, {kind}: the finest glimpse at steps 1..{T} (colour: the step, its bar; white: the path)\n"
+        "cyan dashed: the object's box; title: the prediction (green right, red wrong)",
+        fontsize=8,
+    )
     figures_dir.mkdir(parents=True, exist_ok=True)
     path = figures_dir / "glimpses.png"
     fig.savefig(path, dpi=90, bbox_inches="tight")

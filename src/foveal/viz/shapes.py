@@ -88,6 +88,7 @@ def question_panels(
                 boxes=batch.boxes[n] if pointing else None,
                 chosen=int(prediction[n]) if pointing else None,
                 correct=int(batch.correct[n]) if pointing else None,
+                **dict(zip(("objects", "object_names"), data.objects_of(q), strict=True)),
             )
         )
     return panels

@@ -4,30 +4,68 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from torch import nn
+import torch
+from torch import Tensor, nn
 from torch.utils.data import Dataset
 
 from foveal.models.stn_classifier import transform_box
 from foveal.viz._mpl import pyplot
 
+OBJECT_COLOUR = "#00e5ff"  # the object's outline, as on the VQA figures
+OBJECT_LEVEL = 0.1  # a pixel brighter than this (of 1) is the object: the canvases' background is 0
+
+
+def mass_in_box(images: Tensor, corners: Tensor) -> Tensor:
+    """The share of each image's brightness that falls inside the box (a polygon, pixel centres tested).
+
+    Shape:
+        - images: ``(B, 1, H, W)`` in [0, 1]; corners: ``(B, 5, 2)`` from :func:`transform_box`
+        - output: ``(B,)``
+
+    Example:
+        >>> images = torch.zeros(1, 1, 4, 4); images[0, 0, :2, :2] = 1.0; images[0, 0, 3, 3] = 1.0
+        >>> box = torch.tensor([[[-0.5, -0.5], [1.5, -0.5], [1.5, 1.5], [-0.5, 1.5], [-0.5, -0.5]]])
+        >>> mass_in_box(images, box).tolist()
+        [0.800000011920929]
+    """
+    from matplotlib.path import Path as Polygon
+
+    H, W = images.shape[-2:]
+    ys, xs = torch.meshgrid(torch.arange(H, dtype=torch.float32), torch.arange(W, dtype=torch.float32), indexing="ij")
+    centres = torch.stack([xs.flatten(), ys.flatten()], 1).numpy()
+    inside = torch.stack([torch.from_numpy(Polygon(c[:4].numpy()).contains_points(centres)) for c in corners.float()])
+    flat = images.flatten(1).float().cpu()
+    return (flat * inside).sum(1) / flat.sum(1).clamp_min(1e-12)
+
 
 def show_transformer(model: nn.Module, dataset: Dataset, figures_dir: Path, names: tuple[str, ...]) -> list[Path]:
-    """Input with the transform's box (top), the transformer's output (bottom), for 8 test images."""
+    """Input with the transform's box and the object's outline (top), the transformer's output (bottom), for 8
+    test images; each title gives the prediction and the share of the object's brightness inside the box."""
+    from matplotlib import colormaps
+    from matplotlib.cm import ScalarMappable
+    from matplotlib.colors import Normalize
+
     plt = pyplot()
     device = next(model.parameters()).device
-    images = dataset.images[:8].float().to(device) / 255.0  # type: ignore[attr-defined]
-    labels = dataset.labels[:8]  # type: ignore[attr-defined]
+    count = min(8, len(dataset))
+    images = dataset.images[:count].float().to(device) / 255.0  # type: ignore[attr-defined]
+    labels = dataset.labels[:count]  # type: ignore[attr-defined]
     logits, theta, seen = model(images)
     predicted = logits.argmax(-1).cpu()
     rows = 1 if theta is None else 2
-    fig, axes = plt.subplots(rows, 8, figsize=(12, 1.7 * rows + 0.4), squeeze=False)
-    for j in range(8):
+    fig, axes = plt.subplots(rows, count, figsize=(1.5 * count + 0.8, 1.8 * rows + 0.9), squeeze=False)
+    boxes = None if theta is None else transform_box(theta.cpu(), tuple(images.shape[-2:]))
+    masses = None if boxes is None else mass_in_box(images.cpu(), boxes)
+    for j in range(count):
         ax = axes[0, j]
-        ax.imshow(images[j, 0].cpu().numpy(), cmap="gray", vmin=0, vmax=1)
+        picture = images[j, 0].cpu().numpy()
+        ax.imshow(picture, cmap="gray", vmin=0, vmax=1)
+        ax.contour(picture > OBJECT_LEVEL, levels=[0.5], colors=OBJECT_COLOUR, linewidths=0.6)
         colour = "limegreen" if predicted[j] == labels[j] else "red"
-        ax.set_title(names[int(predicted[j])], fontsize=8, color=colour)
-        if theta is not None:
-            box = transform_box(theta[j : j + 1].cpu(), tuple(images.shape[-2:]))[0].numpy()
+        inside = "" if masses is None else f"\n{float(masses[j]):.2f} in box"
+        ax.set_title(f"{names[int(predicted[j])]}{inside}", fontsize=7, color=colour)
+        if boxes is not None:
+            box = boxes[j].numpy()
             ax.plot(box[:, 0], box[:, 1], color="orange", linewidth=1.2)
             ax.plot(box[0, 0], box[0, 1], "o", color="orange", markersize=3)  # the output's top-left
             axes[1, j].imshow(seen[j, 0].cpu().numpy(), cmap="gray", vmin=0, vmax=1)
@@ -41,9 +79,19 @@ def show_transformer(model: nn.Module, dataset: Dataset, figures_dir: Path, name
     axes[0, 0].set_ylabel("input")
     if theta is not None:
         axes[1, 0].set_ylabel("transformed")
-    fig.suptitle("spatial transformer: the box it selects (orange) and what the CNN sees", fontsize=9)
+    bar = fig.colorbar(
+        ScalarMappable(Normalize(0, 1), colormaps["gray"]), ax=axes.ravel().tolist(), shrink=0.6, pad=0.02
+    )
+    bar.set_label("pixel value", fontsize=6)
+    bar.ax.tick_params(labelsize=5)
+    fig.suptitle(
+        "spatial transformer: the box it selects in the input (orange, dot: the output's top-left) and what the "
+        "CNN sees\ncyan: the object's outline; title: the prediction (green right, red wrong) and the share of "
+        "the object's brightness inside the box",
+        fontsize=7,
+    )
     figures_dir.mkdir(parents=True, exist_ok=True)
     path = figures_dir / "transformer.png"
-    fig.savefig(path, dpi=90, bbox_inches="tight")
+    fig.savefig(path, dpi=100, bbox_inches="tight")
     plt.close(fig)
     return [path]

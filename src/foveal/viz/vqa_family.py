@@ -19,8 +19,12 @@ from typing import NamedTuple
 import numpy as np
 from torch import Tensor
 
+from foveal.attention import box_weights
 from foveal.viz._mpl import pyplot
-from foveal.viz.heatmap import overlay_heatmap, weights_to_grid
+from foveal.viz.heatmap import MAP_COLOURS, overlay_heatmap, weights_to_grid
+
+OBJECT_COLOUR = "#00e5ff"  # the outline of an object a question is about, as on the easy-vqa figure
+OBJECT_STYLES = ("-", "--", ":")
 
 
 class QuestionPanel(NamedTuple):
@@ -32,6 +36,7 @@ class QuestionPanel(NamedTuple):
         - word_weights: ``(S, T)`` weights over the ``T = len(words)`` real words per step, or None
         - channel_weights: ``(C,)`` or None
         - boxes: ``(4, 4)`` candidate boxes of a pointing question, or None
+        - objects: ``(R, 4)`` boxes of the objects the question is about (``object_names``), or None
     """
 
     image: Tensor
@@ -43,9 +48,13 @@ class QuestionPanel(NamedTuple):
     boxes: Tensor | None = None
     chosen: int | None = None
     correct: int | None = None
+    objects: Tensor | None = None
+    object_names: Sequence[str] = ()
 
 
-def overlay_on_extent(image: Tensor, weights: Tensor, grid: tuple[int, int], extent: int) -> np.ndarray:
+def overlay_on_extent(
+    image: Tensor, weights: Tensor, grid: tuple[int, int], extent: int, vmax: float | None = None
+) -> np.ndarray:
     """The heatmap of flat grid weights over the top-left ``extent`` pixels; the rest of the image unchanged.
 
     Shape:
@@ -58,7 +67,7 @@ def overlay_on_extent(image: Tensor, weights: Tensor, grid: tuple[int, int], ext
         (10, 10, 3)
     """
     picture = image.detach().float().cpu().permute(1, 2, 0).numpy().copy()
-    picture[:extent, :extent] = overlay_heatmap(picture[:extent, :extent], weights_to_grid(weights, grid))
+    picture[:extent, :extent] = overlay_heatmap(picture[:extent, :extent], weights_to_grid(weights, grid), vmax=vmax)
     return picture
 
 
@@ -74,6 +83,39 @@ def _draw_boxes(ax, panel: QuestionPanel) -> None:
             Rectangle((x0 - 0.5, y0 - 0.5), x1 - x0, y1 - y0, fill=False, ec=colour, lw=2 if chosen else 1, ls=style)
         )
         ax.text(x0 - 0.5, y0 - 1.5, str(k), color=colour, fontsize=5)
+
+
+def _draw_maps(fig, axes: list, panel: QuestionPanel, grid: tuple[int, int], extent: int) -> None:
+    """Every hop's map on one scale with its colour bar, the question's objects outlined, the mass on each."""
+    from matplotlib import colormaps
+    from matplotlib.cm import ScalarMappable
+    from matplotlib.colors import Normalize
+    from matplotlib.patches import Rectangle
+
+    maps = panel.maps.float()
+    uniform = 1.0 / (grid[0] * grid[1])
+    vmax = max(float(maps.max()), uniform)
+    masses = None
+    if panel.objects is not None:
+        touched = (box_weights(panel.objects.float(), (extent, extent), grid) > 0).float()  # (R, N)
+        masses = maps @ touched.T  # (hops, R)
+    for k, ax in enumerate(axes):
+        ax.imshow(overlay_on_extent(panel.image, maps[k], grid, extent, vmax=vmax))
+        title = f"hop {k + 1}"
+        if masses is not None:
+            boxes = panel.objects.tolist()
+            for (x0, y0, x1, y1), style in zip(boxes, OBJECT_STYLES, strict=False):
+                box = Rectangle((x0 - 0.5, y0 - 0.5), x1 - x0, y1 - y0, fill=False, ec=OBJECT_COLOUR, lw=1, ls=style)
+                ax.add_patch(box)
+            on = [f"{float(m):.2f} on {name}" for m, name in zip(masses[k], panel.object_names, strict=True)]
+            ax.text(0, -0.03, "\n".join(on), transform=ax.transAxes, fontsize=5, va="top")
+        ax.set_title(title, fontsize=6)
+        ax.axis("off")
+    bar = fig.colorbar(
+        ScalarMappable(Normalize(0, vmax), colormaps[MAP_COLOURS]), ax=axes[-1], fraction=0.046, pad=0.02
+    )
+    bar.ax.axhline(uniform, color=OBJECT_COLOUR, linewidth=1.2)
+    bar.ax.tick_params(labelsize=4)
 
 
 def vqa_family_figure(
@@ -101,8 +143,8 @@ def vqa_family_figure(
     steps = max((p.word_weights.shape[0] for p in panels if p.word_weights is not None), default=0)
     channels = any(p.channel_weights is not None for p in panels)
     columns = 1 + max(maps, steps) + channels
-    height = 2.6 * len(panels)
-    fig = plt.figure(figsize=(1.9 * columns, height))
+    height = 2.4 * len(panels)
+    fig = plt.figure(figsize=(2.2 * columns + 0.4, height))
     outer = fig.add_gridspec(len(panels), 1, hspace=0.55, top=1 - 0.9 / height)  # room for titles, head name
     for row, panel in enumerate(panels):
         cells = outer[row].subgridspec(2, columns, height_ratios=(4, 1), hspace=0.05, wspace=0.15)
@@ -112,11 +154,8 @@ def vqa_family_figure(
             _draw_boxes(ax, panel)
         ax.set_title(panel.title, fontsize=5, loc="left")
         ax.axis("off")
-        for k in range(0 if panel.maps is None else panel.maps.shape[0]):
-            ax = fig.add_subplot(cells[0, 1 + k])
-            ax.imshow(overlay_on_extent(panel.image, panel.maps[k], grid, extent))
-            ax.set_title(f"hop {k + 1}", fontsize=6)
-            ax.axis("off")
+        if panel.maps is not None:
+            _draw_maps(fig, [fig.add_subplot(cells[0, 1 + k]) for k in range(panel.maps.shape[0])], panel, grid, extent)
         for s in range(0 if panel.word_weights is None else panel.word_weights.shape[0]):
             ax = fig.add_subplot(cells[1, 1 + s])
             ax.imshow(panel.word_weights[s : s + 1].numpy(), cmap="Reds", vmin=0, aspect="auto")
@@ -131,8 +170,12 @@ def vqa_family_figure(
             ax.axhline(1 / len(weights), color="gray", lw=0.5, ls="--")  # uniform weights
             ax.set_title("channel weights", fontsize=6)
             ax.tick_params(labelsize=4)
-    if head:
-        fig.suptitle(f"head: {head}", fontsize=8, y=1 - 0.1 / height)
+    legend = (
+        "colour: attention weight per grid cell, one scale per question\n(its bar; cyan line: a uniform map's weight)"
+        "\ncyan outlines: the objects the question is about,\nwith the map's mass on the cells they touch"
+        "\ncandidates: the chosen box solid (green right, red wrong),\nthe correct one dashed"
+    )
+    fig.suptitle(f"head: {head}\n{legend}" if head else legend, fontsize=6, y=1 - 0.05 / height, va="bottom")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=130, bbox_inches="tight")

@@ -149,6 +149,13 @@ class ShapesArrays:
             self.first = self.colour.astype(np.int64).copy()
         self.questions = np.asarray(self.questions, dtype=str)
 
+    def first_pictures(self, count: int) -> ShapesArrays:
+        """The first ``count`` pictures with all their questions (a small sample of a split)."""
+        keep = self.image < count
+        asked = ("image", "template", "colour", "answer", "target", "candidates", "correct", "first")
+        pictures = {name: getattr(self, name)[:count] for name in ("images", "centres", "shapes")}
+        return ShapesArrays(**pictures, **{name: getattr(self, name)[keep] for name in asked}, questions=self.questions)
+
 
 SPLIT_STREAM = {"train": 0, "test": 1}
 
@@ -363,6 +370,27 @@ class ShapesVQA(Dataset):
         arrays, q = self.arrays, ids.numpy()
         objects = np.stack([arrays.colour[q], arrays.first[q], arrays.target[q]], 1)
         return torch.from_numpy(object_boxes(arrays.centres[arrays.image[q][:, None], objects]))
+
+    def cut_sample(self, per_template: int) -> dict[str, Tensor]:
+        """The first pictures, up to the last that holds one of each template's first ``per_template``
+        questions, with all their questions: a shipped model's sample (:meth:`from_sample` reads it)."""
+        firsts = [torch.nonzero(self.template_ids == t).flatten()[:per_template] for t in range(len(self.templates))]
+        arrays = self.arrays.first_pictures(int(self.image_index[torch.cat(firsts)].max()) + 1)
+        return {name: torch.from_numpy(value.copy()) for name, value in vars(arrays).items() if name != "questions"}
+
+    @classmethod
+    def from_sample(cls, tensors: dict[str, Tensor], questions: str) -> ShapesVQA:
+        """A sample of :meth:`cut_sample` as the test split of the question set ``questions``."""
+        arrays = ShapesArrays(**{name: value.numpy() for name, value in tensors.items()}, questions=np.array(questions))
+        return cls("test", arrays=arrays)
+
+    def objects_of(self, q: int) -> tuple[Tensor, list[str]]:
+        """The boxes ``(R, 4)`` of the objects question ``q`` is about, the one it names and the answer's
+        (one box when they are the same), and their names (``"red (named)"``, ``"blue (answer's)"``)."""
+        named, answers = int(self.arrays.colour[q]), int(self.targets[q])
+        objects = [named] if answers == named else [named, answers]
+        names = [f"{COLOURS[named]} (named)", f"{COLOURS[answers]} (answer's)"][: len(objects)]
+        return torch.from_numpy(object_boxes(self.arrays.centres[self.arrays.image[q], objects])), names
 
 
 def question_only_baseline(train: ShapesVQA, test: ShapesVQA) -> dict[str, float]:

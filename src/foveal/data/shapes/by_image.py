@@ -9,7 +9,7 @@ import torch
 from torch import Tensor
 
 from foveal.data.by_image import ByImage, collate_by_image, normalize
-from foveal.data.shapes import ShapesVQA
+from foveal.data.shapes import FAMILIES, ShapesVQA
 
 __all__ = ["ShapesByImage", "ShapesImageBatch", "collate_by_image", "question_batch"]
 
@@ -32,6 +32,10 @@ class ShapesImageBatch(NamedTuple):
     correct: Tensor
     boxes: Tensor
     image_index: Tensor
+
+    def target(self) -> Tensor:
+        """What a right prediction is: the answer, or the correct candidate of a pointing question."""
+        return torch.where(self.family == FAMILIES.index("pointing"), self.correct, self.answer)
 
 
 class ShapesByImage(ByImage[ShapesImageBatch]):

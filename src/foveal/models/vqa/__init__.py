@@ -19,6 +19,7 @@ the registry :data:`VQA_HEADS`), :mod:`~foveal.models.vqa.model` (:class:`VQA` a
 :class:`VQASpec`). New heads are added to :data:`VQA_HEADS` (see ``docs/vqa.md``).
 """
 
+from foveal.models.vqa.answer import Answer
 from foveal.models.vqa.encoders import GridEncoder, QuestionEncoder, QuestionStates
 from foveal.models.vqa.heads import (
     VQA_HEADS,
@@ -49,6 +50,7 @@ __all__ = [
     "VQA",
     "VQA_HEADS",
     "AlternatingHead",
+    "Answer",
     "BiLSTMContextHead",
     "ChannelHead",
     "ContextStackedHead",

@@ -13,6 +13,7 @@ from foveal.attention import Additive, box_weights
 from foveal.attention.coords import add_coords
 from foveal.attention.grid import flatten_grid
 from foveal.errors import FovealError
+from foveal.models.vqa.answer import Answer, answer
 from foveal.models.vqa.encoders import GridEncoder, QuestionEncoder
 from foveal.models.vqa.heads import VQA_HEADS, HeadInputs, HeadOutput, VQAHead
 from foveal.registry import MODELS
@@ -104,7 +105,9 @@ def _slot_in_picture(image_index: Tensor, pictures: int) -> Tensor:
     return slot
 
 
-@torch.compiler.disable
+# torch.compiler.disable imports torch._dynamo (about 2 s) when it decorates; torch's lazy form imports it on the
+# first call, so importing the model (foveal.pretrained) stays fast.
+@torch._disable_dynamo
 def _slots_in_pictures(image_index: Tensor, pictures: int) -> tuple[Tensor, int]:
     """:func:`_slot_in_picture` and the most questions a picture has. Run eagerly under ``torch.compile``: the
     count sizes a tensor, so the graph takes it as a number rather than reading it from a tensor inside."""
@@ -163,6 +166,7 @@ class VQA(nn.Module):
     def __init__(self, vocab_size: int, num_answers: int, spec: VQASpec | None = None, **options: Any) -> None:
         super().__init__()
         self.spec = spec = resolve_spec(VQASpec, spec, options)
+        self.vocab_size, self.num_answers = vocab_size, num_answers
         channels, dim, grid = tuple(spec.channels), spec.dim, spec.grid
         self.grid, self.grid_coords = grid, spec.grid_coords
         self.image_encoder = GridEncoder(
@@ -237,6 +241,20 @@ class VQA(nn.Module):
         self.pointer = Additive(dim, dim, spec.k_dim) if spec.pointing else None
         self.point_by_attention = spec.point_by_attention
         self.covered = grid * self.image_encoder.cell_size  # pixels the grid covers, per side
+
+    def answer(self, image: Any, question: str, boxes: Tensor | None = None) -> Answer:
+        """The answer to ``question`` (words) about ``image``, and where each hop looked.
+
+        ``image`` is a ``(3, H, W)`` float tensor in [0, 1] (resized to the model's size if it is
+        another) or a PIL image. The question is split into words and looked up in the model's
+        vocabulary (``labels["vocab"]``, which :func:`foveal.pretrained` loads with the model). With
+        ``boxes`` (``(K, 4)`` candidate boxes in pixels, a pointing model), the answer is the box chosen.
+
+        Returns:
+            :class:`~foveal.models.vqa.answer.Answer`: ``text``, the answer's name, and ``maps``,
+            ``(hops, grid, grid)``.
+        """
+        return answer(self, image, question, boxes)
 
     def forward(
         self,
