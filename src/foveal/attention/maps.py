@@ -16,6 +16,7 @@ draws on each input token through a stack of residual attention layers.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
@@ -48,21 +49,23 @@ class RecordedMaps(dict):
         self.calls: dict[str, list[Tensor]] = {}
         self._names = names
         self._detach = detach
-        self._owner: dict[int, str] = {}  # id of a recorded tensor -> the key it was recorded under
+        self._owner: dict[int, tuple] = {}  # id of a module's map -> (its key, what was stored, the map)
 
     def _add(self, key: str, tensor: Tensor) -> None:
+        stored = tensor.detach() if self._detach else tensor
         inner = self._owner.pop(id(tensor), None)
-        if inner is not None and inner != key:
+        if inner is not None and inner[2]() is tensor and inner[0] != key:
             # The same tensor, passed up by an enclosing module: keep the outer name only.
-            self.calls[inner] = [t for t in self.calls[inner] if t is not tensor]
-            if not self.calls[inner]:
-                del self.calls[inner]
-                self.pop(inner, None)
+            name, kept, _ = inner
+            self.calls[name] = [t for t in self.calls[name] if t is not kept]
+            if self.calls[name]:
+                self[name] = self.calls[name][-1]
             else:
-                self[inner] = self.calls[inner][-1]
-        self._owner[id(tensor)] = key
-        self.calls.setdefault(key, []).append(tensor)
-        self[key] = tensor
+                del self.calls[name], self[name]
+        # A weak reference: an id alone could be a later tensor's, once the first is freed.
+        self._owner[id(tensor)] = (key, stored, weakref.ref(tensor))
+        self.calls.setdefault(key, []).append(stored)
+        self[key] = stored
 
     def _hook(self, module: nn.Module, _inputs: object, output: object) -> None:
         name = self._names[id(module)]
@@ -73,10 +76,10 @@ class RecordedMaps(dict):
             value = getattr(output, field)
             key = name if field == "weights" else f"{name}.{field}" if name else field
             if isinstance(value, Tensor):
-                self._add(key, value.detach() if self._detach else value)
+                self._add(key, value)
             elif isinstance(value, tuple) and all(isinstance(v, Tensor) for v in value):
                 for i, v in enumerate(value):
-                    self._add(f"{key}.{i}", v.detach() if self._detach else v)
+                    self._add(f"{key}.{i}", v)
 
 
 def wants_maps(module: nn.Module) -> bool:

@@ -23,8 +23,17 @@ from torch import Tensor, nn
 
 from foveal._checks import check_ints, check_module_dtype, check_number, check_shape
 from foveal.attention import maps
-from foveal.attention._masks import check_mask, drop_padding
-from foveal.attention.core import BUILTIN_SCORES, NORMALIZERS, AttentionOutput, ScoreFn, attend
+from foveal.attention._masks import check_flags, check_mask, drop_padding
+from foveal.attention.core import (
+    BUILTIN_SCORES,
+    NORMALIZERS,
+    Additive,
+    AttentionOutput,
+    Bilinear,
+    Concatenation,
+    ScoreFn,
+    attend,
+)
 from foveal.errors import FovealError
 from foveal.registry import ATTENTION
 
@@ -110,6 +119,7 @@ class Attention(nn.Module):
         out_dim = value_dim if out_dim is None else out_dim
         if not embed and qk_dim not in (None, dim):
             raise FovealError(f"qk_dim: without theta and phi (embed=False) it is dim={dim}, got {qk_dim}")
+        check_flags(bias=bias, embed=embed, qkv=qkv, proj=proj, proj_bias=proj_bias)
         qk_dim = dim if qk_dim is None else qk_dim
         check_ints(dim=dim, key_dim=key_dim, value_dim=value_dim, out_dim=out_dim, qk_dim=qk_dim, heads=heads)
         for name, size in (("qk_dim", qk_dim), ("out_dim", out_dim)):
@@ -124,6 +134,12 @@ class Attention(nn.Module):
             )
         if score == "cosine":
             check_number("temperature", temperature, why="it divides the cosine score")
+        head_size = (qk_dim // heads) if embed else dim // heads
+        if (sizes := _score_sizes(score)) is not None and sizes != (head_size, head_size):
+            raise FovealError(
+                f"score: {type(score).__name__} compares vectors of sizes {sizes}, but each head's queries and "
+                f"keys have {head_size} (qk_dim / heads)"
+            )
         if normalize not in NORMALIZERS:
             raise FovealError(f"unknown normalize {normalize!r}; choose from: {', '.join(NORMALIZERS)}")
         if qkv and not (embed and key_dim == value_dim == dim):
@@ -311,3 +327,14 @@ class Attention(nn.Module):
         key = torch.randn(batch, 7, self.key_dim, generator=generator)
         value = torch.randn(batch, 7, self.value_dim, generator=generator)
         return query, key, value
+
+
+def _score_sizes(score: object) -> tuple[int, int] | None:
+    """The (query, key) vector sizes a built-in score module takes, or None where it does not say."""
+    if isinstance(score, Additive):
+        return score.W_q.in_features, score.W_k.in_features
+    if isinstance(score, Bilinear):
+        return tuple(score.weight.shape)  # type: ignore[return-value]
+    if isinstance(score, Concatenation):
+        return score.query_dim, score.w.in_features - score.query_dim
+    return None
