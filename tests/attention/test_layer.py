@@ -65,7 +65,7 @@ def test_timm_state_dict_with_other_keys_is_refused():
     state = _timm_state(8, True, torch.Generator().manual_seed(0))
     with pytest.raises(FovealError, match="q_norm"):
         Attention.from_timm({**state, "q_norm.weight": torch.ones(4)}, heads=2)
-    with pytest.raises(FovealError, match="qkv.weight"):
+    with pytest.raises(FovealError, match=r"qkv\.weight"):
         Attention.from_timm({"proj.weight": state["proj.weight"]}, heads=2)
 
 

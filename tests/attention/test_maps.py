@@ -74,7 +74,7 @@ def test_a_module_called_twice_keeps_every_call():
 
 
 def test_record_maps_refuses_a_non_module():
-    with pytest.raises(FovealError, match="nn.Module"), record_maps(lambda x: x):
+    with pytest.raises(FovealError, match=r"nn\.Module"), record_maps(lambda x: x):
         pass
 
 

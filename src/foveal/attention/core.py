@@ -485,7 +485,8 @@ class Additive(nn.Module):
 
     Example:
         >>> score = Additive(16, 8, hidden=32)
-        >>> attend(torch.randn(2, 1, 16), torch.randn(2, 49, 8), torch.randn(2, 49, 8), score=score).weights.shape
+        >>> attend(torch.randn(2, 1, 16), torch.randn(2, 49, 8), torch.randn(2, 49, 8), score=score,
+        ...        need_weights=True).weights.shape
         torch.Size([2, 1, 49])
     """
 
@@ -549,7 +550,7 @@ class Concatenation(nn.Module):
     Example:
         >>> score = Concatenation(16, 8)
         >>> out, w = attend(torch.randn(2, 3, 16), torch.randn(2, 5, 8), torch.randn(2, 5, 4), score=score,
-        ...                 normalize="count")
+        ...                 normalize="count", need_weights=True)
         >>> out.shape, bool((w >= 0).all())
         (torch.Size([2, 3, 4]), True)
     """
