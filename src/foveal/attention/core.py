@@ -235,24 +235,27 @@ def attend(
     """
     # The checks read shapes, dtypes and options only, so a signature that passed once passes again:
     # remembered, it costs one lookup (the kernel itself takes a few microseconds at small sizes).
-    try:
-        signature = (
-            query.shape,
-            key.shape,
-            value.shape,
-            query.dtype,
-            key.dtype,
-            value.dtype,
-            score,
-            normalize,
-            temperature,
-            need_weights,
-            dropout,
-            None if mask is None else (mask.shape, mask.dtype),
-        )
-        plan = _CHECKED.get(signature)
-    except (AttributeError, TypeError):  # not tensors, or an unhashable option: the checks will say
-        signature, plan = None, None
+    # A compiled graph checks once when it is traced, and never sees the cache.
+    signature, plan = None, None
+    if not torch.compiler.is_dynamo_compiling():
+        try:
+            signature = (
+                query.shape,
+                key.shape,
+                value.shape,
+                query.dtype,
+                key.dtype,
+                value.dtype,
+                score,
+                normalize,
+                temperature,
+                need_weights,
+                dropout,
+                None if mask is None else (mask.shape, mask.dtype),
+            )
+            plan = _CHECKED.get(signature)
+        except (AttributeError, TypeError):  # not tensors, or an unhashable option: the checks will say
+            signature = None
     if plan is None:
         plan = _check(query, key, value, score, mask, temperature, normalize, need_weights, dropout, signature)
     use_fused = _fused_enabled if fused is None else fused
@@ -442,8 +445,9 @@ def _guard_padding(key: Tensor, value: Tensor, mask: Tensor) -> tuple[Tensor, Te
     has_key = mask.any(dim=-1, keepdim=True)
     if tracing():
         return (*_drop_unreachable(key, value, mask), has_key)
-    sums = torch.stack((key.sum(dtype=torch.float32), value.sum(dtype=torch.float32)))
-    finite, full = torch.cat((sums.isfinite().all().view(1), has_key.all().view(1))).tolist()
+    # One sum holds any NaN or Inf of either (inf - inf is NaN); one read back for both answers.
+    total = key.sum(dtype=torch.float32) + value.sum(dtype=torch.float32)
+    finite, full = torch.stack((total.isfinite(), has_key.all())).tolist()
     if not finite:
         key, value = _drop_unreachable(key, value, mask)
     return key, value, None if full else has_key
