@@ -247,7 +247,9 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize()
 
 
-def best_times(fns: dict[str, Callable[[], object]], device: torch.device, budget_s: float) -> dict[str, float]:
+def best_times(
+    fns: dict[str, Callable[[], object]], device: torch.device, budget_s: float, min_rounds: int = 10
+) -> dict[str, float]:
     """Fastest per-call time of each function over interleaved rounds (after warm-up calls)."""
     calls = {}
     for name, fn in fns.items():
@@ -261,7 +263,7 @@ def best_times(fns: dict[str, Callable[[], object]], device: torch.device, budge
         calls[name] = max(1, min(200, int(1e-3 / max(once, 1e-7))))  # a sample of about a millisecond
     best = dict.fromkeys(fns, math.inf)
     start, rounds = time.perf_counter(), 0
-    while rounds < 5 or (time.perf_counter() - start < budget_s and rounds < 300):
+    while rounds < min_rounds or (time.perf_counter() - start < budget_s and rounds < 300):
         for name, fn in fns.items():
             _sync(device)
             t0 = time.perf_counter()
@@ -347,7 +349,7 @@ def main() -> None:
             mine, theirs = (peak(case, index, m, args, dtype) for m in (case.candidate, case.baseline))
             memory = None if mine is None or theirs is None else round(mine / max(theirs, 1), 3)
         for seed in range(repeats):
-            t = best_times(fns, device, budget)
+            t = best_times(fns, device, budget, 3 if args.quick else 10)
             ratio = t[case.candidate] / t[case.baseline]
             metrics = {"ratio": round(ratio, 4), "foveal_ms": round(t[case.candidate] * 1e3, 4)}
             metrics["baseline_ms"] = round(t[case.baseline] * 1e3, 4)

@@ -445,12 +445,10 @@ def _guard_padding(key: Tensor, value: Tensor, mask: Tensor) -> tuple[Tensor, Te
     has_key = mask.any(dim=-1, keepdim=True)
     if tracing():
         return (*_drop_unreachable(key, value, mask), has_key)
-    # One sum holds any NaN or Inf of either (inf - inf is NaN); one read back for both answers.
-    total = key.sum(dtype=torch.float32) + value.sum(dtype=torch.float32)
-    finite, full = torch.stack((total.isfinite(), has_key.all())).tolist()
-    if not finite:
+    # One sum holds any NaN or Inf of either (inf - inf is NaN); float32, so that 16-bit sums do not overflow.
+    if not math.isfinite(key.sum(dtype=torch.float32).add_(value.sum(dtype=torch.float32)).item()):
         key, value = _drop_unreachable(key, value, mask)
-    return key, value, None if full else has_key
+    return key, value, None if has_key.all().item() else has_key
 
 
 def _count_linear(query: Tensor, key: Tensor, value: Tensor, score: str, temperature: float) -> Tensor:
