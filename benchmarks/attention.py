@@ -3,11 +3,11 @@
     python benchmarks/attention.py [--device cpu|cuda] [--threads 1] [--repeats 3] [--quick]
                                    [--only CASE,...] [--out results/attention-speed.jsonl]
 
-Every case times foveal's call and a baseline in interleaved rounds (so a burst of load from other
-processes hits both alike) and keeps each one's fastest sample: on a shared machine the minimum is
-the least disturbed estimate. A sample is as many calls as fill about a millisecond, between
-device synchronisations on a GPU. ``--repeats R`` measures every case R times (the rows' ``seed``);
-the docs table gives the mean and the range of the ratios. The cases:
+Every case times foveal's call and a baseline in interleaved rounds, back to back within a round
+(so a burst of load from other processes hits both alike); the ratio is the median over rounds of
+each round's ratio, and the times are each one's fastest sample. A sample is as many calls as fill
+about a millisecond, between device synchronisations on a GPU. ``--repeats R`` measures every case
+R times (the rows' ``seed``); the docs table gives the mean and the range of the ratios. The cases:
 
 - ``attend``: ``attend(q, k, v)`` (fused by default) against ``F.scaled_dot_product_attention`` on
   ``(B, heads, N, 64)``: a tiny size, where only the per-call host time shows, N = 197 and 1024,
@@ -33,9 +33,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import platform
 import re
+import statistics
 import subprocess
 import sys
 import time
@@ -247,10 +247,10 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize()
 
 
-def best_times(
+def round_times(
     fns: dict[str, Callable[[], object]], device: torch.device, budget_s: float, min_rounds: int = 10
-) -> dict[str, float]:
-    """Fastest per-call time of each function over interleaved rounds (after warm-up calls)."""
+) -> dict[str, list[float]]:
+    """Per-call time of each function in every interleaved round (after warm-up calls)."""
     calls = {}
     for name, fn in fns.items():
         for _ in range(2):
@@ -261,7 +261,7 @@ def best_times(
         _sync(device)
         once = time.perf_counter() - t0
         calls[name] = max(1, min(200, int(1e-3 / max(once, 1e-7))))  # a sample of about a millisecond
-    best = dict.fromkeys(fns, math.inf)
+    times: dict[str, list[float]] = {name: [] for name in fns}
     start, rounds = time.perf_counter(), 0
     while rounds < min_rounds or (time.perf_counter() - start < budget_s and rounds < 300):
         for name, fn in fns.items():
@@ -270,9 +270,9 @@ def best_times(
             for _ in range(calls[name]):
                 fn()
             _sync(device)
-            best[name] = min(best[name], (time.perf_counter() - t0) / calls[name])
+            times[name].append((time.perf_counter() - t0) / calls[name])
         rounds += 1
-    return best
+    return times
 
 
 def _status_kib(field: str) -> int:
@@ -349,10 +349,15 @@ def main() -> None:
             mine, theirs = (peak(case, index, m, args, dtype) for m in (case.candidate, case.baseline))
             memory = None if mine is None or theirs is None else round(mine / max(theirs, 1), 3)
         for seed in range(repeats):
-            t = best_times(fns, device, budget, 3 if args.quick else 10)
-            ratio = t[case.candidate] / t[case.baseline]
-            metrics = {"ratio": round(ratio, 4), "foveal_ms": round(t[case.candidate] * 1e3, 4)}
-            metrics["baseline_ms"] = round(t[case.baseline] * 1e3, 4)
+            rounds = round_times(fns, device, budget, 3 if args.quick else 10)
+            t = {name: min(samples) for name, samples in rounds.items()}
+            # Each round times both back to back, so its ratio sees one machine load; the median over
+            # rounds is the estimate (a burst that hits one side of a round moves one ratio, not it).
+            paired = [c / b for c, b in zip(rounds[case.candidate], rounds[case.baseline], strict=True)]
+            ratio = statistics.median(paired)
+            metrics = {"ratio": round(ratio, 4), "ratio_of_fastest": round(t[case.candidate] / t[case.baseline], 4)}
+            metrics |= {"foveal_ms": round(t[case.candidate] * 1e3, 4), "baseline_ms": round(t[case.baseline] * 1e3, 4)}
+            metrics["rounds"] = len(paired)
             if memory is not None:
                 metrics["memory_ratio"] = memory
             sets = {"case": case.name, "shape": case.shape, "pass": case.passes, "baseline": case.baseline}
