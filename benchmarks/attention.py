@@ -4,8 +4,9 @@
                                    [--only CASE,...] [--out results/attention-speed.jsonl]
 
 Every case times foveal's call and a baseline in interleaved rounds, back to back within a round
-(so a burst of load from other processes hits both alike); the ratio is the median over rounds of
-each round's ratio, and the times are each one's fastest sample. A sample is as many calls as fill
+(so a burst of load from other processes hits both alike), in one order and then the other; the
+ratio is the median over such pairs of rounds of the pair's (geometric) mean ratio, and the times
+are each one's fastest sample. A sample is as many calls as fill
 about a millisecond, between device synchronisations on a GPU. ``--repeats R`` measures every case
 R times (the rows' ``seed``); the docs table gives the mean and the range of the ratios. The cases:
 
@@ -33,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import platform
 import re
 import statistics
@@ -263,8 +265,10 @@ def round_times(
         calls[name] = max(1, min(200, int(1e-3 / max(once, 1e-7))))  # a sample of about a millisecond
     times: dict[str, list[float]] = {name: [] for name in fns}
     start, rounds = time.perf_counter(), 0
-    while rounds < min_rounds or (time.perf_counter() - start < budget_s and rounds < 300):
-        for name, fn in fns.items():
+    while rounds < min_rounds or rounds % 2 or (time.perf_counter() - start < budget_s and rounds < 300):
+        # Every other round runs them in the other order: going first or second has its own cost
+        # (caches, the allocator), which a pair of rounds cancels.
+        for name, fn in fns.items() if rounds % 2 == 0 else reversed(fns.items()):
             _sync(device)
             t0 = time.perf_counter()
             for _ in range(calls[name]):
@@ -351,10 +355,11 @@ def main() -> None:
         for seed in range(repeats):
             rounds = round_times(fns, device, budget, 3 if args.quick else 10)
             t = {name: min(samples) for name, samples in rounds.items()}
-            # Each round times both back to back, so its ratio sees one machine load; the median over
-            # rounds is the estimate (a burst that hits one side of a round moves one ratio, not it).
+            # Each round times both back to back, so its ratio sees one machine load; a pair of rounds in
+            # both orders cancels the order's cost; the median over pairs is the estimate (a burst that
+            # hits one side of a round moves one pair's ratio, not the median).
             paired = [c / b for c, b in zip(rounds[case.candidate], rounds[case.baseline], strict=True)]
-            ratio = statistics.median(paired)
+            ratio = statistics.median(math.sqrt(a * b) for a, b in zip(paired[::2], paired[1::2], strict=True))
             metrics = {"ratio": round(ratio, 4), "ratio_of_fastest": round(t[case.candidate] / t[case.baseline], 4)}
             metrics |= {"foveal_ms": round(t[case.candidate] * 1e3, 4), "baseline_ms": round(t[case.baseline] * 1e3, 4)}
             metrics["rounds"] = len(paired)
