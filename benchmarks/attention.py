@@ -348,10 +348,13 @@ def main() -> None:
             continue
         fns = case.build(device, dtype)
         fns = {case.candidate: fns[case.candidate], case.baseline: fns[case.baseline]}
-        memory = None
+        memory, peaks = None, {}
         if case.memory:
             mine, theirs = (peak(case, index, m, args, dtype) for m in (case.candidate, case.baseline))
-            memory = None if mine is None or theirs is None else round(mine / max(theirs, 1), 3)
+            if mine is not None and theirs is not None:
+                peaks = {"foveal_mib": round(mine / 2**20, 2), "baseline_mib": round(theirs / 2**20, 2)}
+                # Below a MiB the resident-set count is the allocator's noise, not the call's memory.
+                memory = round(mine / theirs, 3) if theirs >= 2**20 else None
         for seed in range(repeats):
             rounds = round_times(fns, device, budget, 3 if args.quick else 10)
             t = {name: min(samples) for name, samples in rounds.items()}
@@ -363,6 +366,7 @@ def main() -> None:
             metrics = {"ratio": round(ratio, 4), "ratio_of_fastest": round(t[case.candidate] / t[case.baseline], 4)}
             metrics |= {"foveal_ms": round(t[case.candidate] * 1e3, 4), "baseline_ms": round(t[case.baseline] * 1e3, 4)}
             metrics["rounds"] = len(paired)
+            metrics |= peaks
             if memory is not None:
                 metrics["memory_ratio"] = memory
             sets = {"case": case.name, "shape": case.shape, "pass": case.passes, "baseline": case.baseline}
