@@ -1,49 +1,59 @@
-"""Speed and peak memory of foveal's attention against baselines measured in the same run.
+"""Time and peak memory of foveal's attention against torch's and timm's, side by side in one process.
 
-    python benchmarks/attention.py [--threads 1] [--quick]
+    python benchmarks/attention.py [--device cpu|cuda] [--threads 1] [--repeats 3] [--quick]
+                                   [--only CASE,...] [--out results/attention-speed.jsonl]
 
-Three tables:
+Every case times foveal's call and a baseline in interleaved rounds, back to back within a round
+(so a burst of load from other processes hits both alike), in one order and then the other. On a
+shared machine a sample is either undisturbed or several times slower, so the ratio is the median
+over the clean rounds (both samples within 25% of their fastest) of the round's ratio, or the ratio
+of the fastest samples where fewer than five rounds are clean; the times are the fastest samples.
+A sample is as many calls as fill about a millisecond, between device synchronisations on a GPU.
+``--repeats R`` measures every case R times (the rows' ``seed``); the docs table gives the mean and
+the range of the ratios. The cases:
 
-1. ``attend(q, k, v, need_weights=False)`` (the fused path) against a naive
-   ``softmax(q k^T / sqrt(d)) v`` and against raw ``F.scaled_dot_product_attention``, for N query
-   and N key positions (self-attention, head size 64, batch 1). ``achieved`` is the attention's
-   ``4 N^2 d`` multiply-add FLOPs over its time, as a fraction of this machine's GEMM rate.
-2. ``SpatialAttention`` against seed 000's snippet (pasted below), at the seed's sizes.
-3. The roofline: GFLOP/s of a 512^3 float32 matmul, timed in the same interleaved rounds as every row;
-   the fastest over the whole run is the machine's rate (load only ever slows it down).
+- ``attend``: ``attend(q, k, v)`` (fused by default) against ``F.scaled_dot_product_attention`` on
+  ``(B, heads, N, 64)``: a tiny size, where only the per-call host time shows, N = 197 and 1024,
+  forward and forward + backward.
+- ``mask``: the same with a key-padding mask ``(B, 1, 1, N)``, against SDPA given the same mask; and
+  the peak memory of one call at a large N.
+- ``maps``: ``Attention(768, heads=12)`` asked for its maps against the default call: what maps cost.
+- ``vit``: a ViT-B/16 attention layer (dim 768, 12 heads, 197 tokens, fused qkv and output
+  projection) forward + backward, against ``nn.MultiheadAttention`` and against timm's ``Attention``
+  (written out below as timm has it: timm is not a dependency).
+- ``non-local``: ``NonLocalBlock(f="dot")`` (the O(N) form) against the same block asked for its
+  N x N map, and the embedded Gaussian's fused kernel; time and peak memory.
+- ``spatial``: ``SpatialAttention`` against seed 000's class, at the seed's sizes.
 
-Timing: the candidates of one row are timed in interleaved rounds (so a burst of load from other
-processes hits all of them alike) and each reports its fastest call: on a shared machine the
-minimum is the least disturbed estimate. Ratios, not absolute times, are the result.
-
-Peak memory: each (method, N) runs in a fresh subprocess. After one warm-up call on tiny inputs
-(lazy imports and kernel set-up are not the call's memory) it allocates its inputs, resets the
-kernel's resident-set high-water mark (``echo 5 > /proc/self/clear_refs``), makes one call, and
-reports ``VmHWM - VmRSS before the call``: the extra resident memory the call needed at its peak,
-output included, everything the process touched counted (torch's allocator returns large blocks
-to the OS, so nothing hides in a cache). Linux only; elsewhere the column says n/a.
+Peak memory: on the CPU each measured call runs in a fresh subprocess that resets the kernel's
+resident-set high-water mark (``/proc/self/clear_refs``) after making its inputs and reports
+``VmHWM - VmRSS before the call`` (Linux only); on a GPU, ``torch.cuda.max_memory_allocated`` over
+the call. Each row of the results file holds the case, the ratio (foveal over baseline: below 1 is
+faster or smaller), both times, the seed, the commit and the command that wrote it.
 """
 
 from __future__ import annotations
 
 import argparse
-import functools
-import math
+import json
 import platform
 import re
+import statistics
 import subprocess
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from foveal import SpatialAttention, attend
+from foveal import Attention, NonLocalBlock, SpatialAttention, attend
+from foveal.runs import commit_id
 
 HEAD_DIM = 64
-GEMM_SIZE = 512  # the roofline: a square float32 matmul, 0.27 GFLOP (short calls dodge preemption)
 
 
 # Seed 000's layer, verbatim (comments trimmed): the baseline SpatialAttention must not be slower than.
@@ -66,36 +76,207 @@ class SeedSpatialAttention(nn.Module):
         return v_hat, alpha
 
 
-def naive(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-    return torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-1) @ v
+class TimmAttention(nn.Module):
+    """timm's ViT ``Attention`` as timm computes it (qk_norm off, fused attention on)."""
+
+    def __init__(self, dim: int, num_heads: int) -> None:
+        super().__init__()
+        self.num_heads, self.head_dim = num_heads, dim // num_heads
+        self.qkv = nn.Linear(dim, dim * 3, bias=True)
+        self.proj = nn.Linear(dim, dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, N, C = x.shape
+        qkv = self.qkv(x).reshape(B, N, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv.unbind(0)
+        x = F.scaled_dot_product_attention(q, k, v)
+        return self.proj(x.transpose(1, 2).reshape(B, N, C))
 
 
-METHODS: dict[str, Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]] = {
-    "attend": lambda q, k, v: attend(q, k, v, need_weights=False).output,
-    # SDPA's flash kernel needs (batch, heads, n, d); given (batch, n, d) it runs its math kernel.
-    "sdpa": lambda q, k, v: F.scaled_dot_product_attention(q[:, None], k[:, None], v[:, None])[:, 0],
-    "naive": naive,
-}
+@dataclass
+class Case:
+    """One row of the table: foveal's call against a baseline, on inputs made by ``build``."""
+
+    name: str
+    shape: str
+    passes: str  # "fwd" or "fwd+bwd"
+    candidate: str
+    baseline: str
+    build: Callable[[torch.device, torch.dtype], dict[str, Callable[[], object]]]
+    memory: bool = False
 
 
-def inputs(n: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    g = torch.Generator().manual_seed(0)
-    return tuple(torch.randn(1, n, HEAD_DIM, generator=g) for _ in range(3))  # type: ignore[return-value]
+def _qkv(shape: tuple[int, ...], device: torch.device, dtype: torch.dtype, grad: bool) -> list[torch.Tensor]:
+    g = torch.Generator(device="cpu").manual_seed(0)
+    return [torch.randn(*shape, generator=g).to(device, dtype).requires_grad_(grad) for _ in range(3)]
 
 
-def best_times(fns: dict[str, Callable[[], object]], min_reps: int, budget_s: float) -> dict[str, float]:
-    """Fastest call of each function, timed in interleaved rounds (after one warm-up call each)."""
-    for fn in fns.values():
-        fn()
-    best = dict.fromkeys(fns, math.inf)
-    start, reps = time.perf_counter(), 0
-    while reps < min_reps or (time.perf_counter() - start < budget_s and reps < 200):
-        for name, fn in fns.items():
-            t0 = time.perf_counter()
+def _padding(shape: tuple[int, ...], device: torch.device) -> torch.Tensor:
+    B, N = shape[0], shape[2]
+    mask = torch.ones(B, 1, 1, N, dtype=torch.bool, device=device)
+    mask[0, ..., N // 2 :] = False  # the first sequence is half padding
+    return mask
+
+
+def _run(fn: Callable[[], torch.Tensor], backward: bool) -> Callable[[], object]:
+    if not backward:
+        return lambda: fn()
+    return lambda: fn().float().sum().backward()
+
+
+def attend_case(shape: tuple[int, ...], backward: bool, masked: bool) -> Callable:
+    def build(device: torch.device, dtype: torch.dtype) -> dict[str, Callable[[], object]]:
+        q, k, v = _qkv(shape, device, dtype, backward)
+        mask = _padding(shape, device) if masked else None
+        return {
+            "attend": _run(lambda: attend(q, k, v, mask=mask).output, backward),
+            "sdpa": _run(lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=mask), backward),
+        }
+
+    return build
+
+
+def maps_case(batch: int, n: int) -> Callable:
+    def build(device: torch.device, dtype: torch.dtype) -> dict[str, Callable[[], object]]:
+        layer = Attention(768, heads=12, qkv=True, proj=True, bias=True, device=device, dtype=dtype)
+        x = torch.randn(batch, n, 768, device=device, dtype=dtype)
+        return {
+            "maps": lambda: _no_grad(lambda: layer(x, need_weights=True)),
+            "fused": lambda: _no_grad(lambda: layer(x)),
+        }
+
+    return build
+
+
+def _no_grad(fn: Callable[[], object]) -> object:
+    with torch.no_grad():
+        return fn()
+
+
+def vit_case(batch: int) -> Callable:
+    def build(device: torch.device, dtype: torch.dtype) -> dict[str, Callable[[], object]]:
+        torch.manual_seed(0)
+        timm = TimmAttention(768, 12).to(device)
+        ours = Attention.from_timm(timm.state_dict(), heads=12)
+        mha = nn.MultiheadAttention(768, 12, batch_first=True).to(device)
+        x = torch.randn(batch, 197, 768, device=device, requires_grad=True)
+        autocast = device.type == "cuda" and dtype != torch.float32
+
+        def step(fn: Callable[[], torch.Tensor]) -> Callable[[], object]:
+            def run() -> None:
+                with torch.autocast(device.type, dtype=dtype, enabled=autocast):
+                    out = fn()
+                out.float().sum().backward()
+
+            return run
+
+        return {
+            "foveal": step(lambda: ours(x).output),
+            "mha": step(lambda: mha(x, x, x, need_weights=False)[0]),
+            "timm": step(lambda: timm(x)),
+        }
+
+    return build
+
+
+def non_local_case(shape: tuple[int, ...], f: str, maps: bool) -> Callable:
+    def build(device: torch.device, dtype: torch.dtype) -> dict[str, Callable[[], object]]:
+        torch.manual_seed(0)
+        block = NonLocalBlock(shape[1], f=f).to(device, dtype)
+        gaussian = NonLocalBlock(shape[1]).to(device, dtype)
+        nn.init.normal_(block.W_z.weight)
+        x = torch.randn(*shape, device=device, dtype=dtype)
+        return {
+            "foveal": lambda: _no_grad(lambda: block(x)),
+            "maps": lambda: _no_grad(lambda: block(x, need_weights=True)),
+            "embedded-gaussian": lambda: _no_grad(lambda: gaussian(x)),
+        }
+
+    return build
+
+
+def spatial_case(backward: bool) -> Callable:
+    def build(device: torch.device, dtype: torch.dtype) -> dict[str, Callable[[], object]]:
+        B, N, C, d_q, k_dim = 32, 49, 512, 256, 128  # seed 000's sizes
+        torch.manual_seed(0)
+        seed = SeedSpatialAttention(C, d_q, k_dim).to(device, dtype)
+        ours = SpatialAttention(C, d_q, k_dim).to(device, dtype)
+        ours.load_state_dict(seed.state_dict(), strict=True)
+        V, h_Q = torch.randn(B, N, C, device=device, dtype=dtype), torch.randn(B, d_q, device=device, dtype=dtype)
+        if backward:
+            return {"foveal": _run(lambda: ours(V, h_Q)[0], True), "seed": _run(lambda: seed(V, h_Q)[0], True)}
+        return {"foveal": lambda: _no_grad(lambda: ours(V, h_Q)), "seed": lambda: _no_grad(lambda: seed(V, h_Q))}
+
+    return build
+
+
+def cases(device: str) -> list[Case]:
+    gpu = device == "cuda"
+    # On the CPU, calls of a few milliseconds: many rounds in the budget, so the fastest is a clean one.
+    tiny, vit_tokens = (1, 1, 8, HEAD_DIM), (64, 12, 197, HEAD_DIM) if gpu else (2, 6, 197, HEAD_DIM)
+    long = (4, 8, 1024, HEAD_DIM) if gpu else (1, 2, 1024, HEAD_DIM)
+    longest = (1, 8, 16384, HEAD_DIM) if gpu else (1, 2, 4096, HEAD_DIM)
+    clip = (2, 256, 8, 28, 28) if gpu else (1, 32, 8, 28, 28)  # N = 6272: the N x N map is 150 MiB
+    out = []
+    for label, shape in (("tiny", tiny), ("N=197", vit_tokens), ("N=1024", long)):
+        for backward in (False, True):
+            passes = "fwd+bwd" if backward else "fwd"
+            build = attend_case(shape, backward, False)
+            out.append(Case("attend", f"{label} {shape}", passes, "attend", "sdpa", build))
+    for label, shape in (("N=197", vit_tokens), ("N=1024", long)):
+        for backward in (False, True):
+            passes = "fwd+bwd" if backward else "fwd"
+            out.append(Case("mask", f"{label} {shape}", passes, "attend", "sdpa", attend_case(shape, backward, True)))
+    out.append(
+        Case("mask", f"N={longest[2]} {longest}", "fwd", "attend", "sdpa", attend_case(longest, False, True), True)
+    )
+    out.append(Case("maps", "N=1024 (1, 1024, 768)", "fwd", "maps", "fused", maps_case(1, 1024)))
+    vit_batch = 64 if gpu else 8
+    for baseline in ("mha", "timm"):
+        out.append(Case("vit", f"({vit_batch}, 197, 768)", "fwd+bwd", "foveal", baseline, vit_case(vit_batch)))
+    for baseline in ("maps", "embedded-gaussian"):
+        out.append(
+            Case("non-local", f"dot {clip}", "fwd", "foveal", baseline, non_local_case(clip, "dot", False), True)
+        )
+    for backward in (False, True):
+        out.append(
+            Case("spatial", "(32, 49, 512)", "fwd+bwd" if backward else "fwd", "foveal", "seed", spatial_case(backward))
+        )
+    return out
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def round_times(
+    fns: dict[str, Callable[[], object]], device: torch.device, budget_s: float, min_rounds: int = 10
+) -> dict[str, list[float]]:
+    """Per-call time of each function in every interleaved round (after warm-up calls)."""
+    calls = {}
+    for name, fn in fns.items():
+        for _ in range(2):
             fn()
-            best[name] = min(best[name], time.perf_counter() - t0)
-        reps += 1
-    return best
+        _sync(device)
+        t0 = time.perf_counter()
+        fn()
+        _sync(device)
+        once = time.perf_counter() - t0
+        calls[name] = max(1, min(200, int(1e-3 / max(once, 1e-7))))  # a sample of about a millisecond
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    start, rounds = time.perf_counter(), 0
+    while rounds < min_rounds or (time.perf_counter() - start < budget_s and rounds < 300):
+        # Every other round runs them in the other order: going first or second has its own cost.
+        for name, fn in fns.items() if rounds % 2 == 0 else reversed(fns.items()):
+            _sync(device)
+            t0 = time.perf_counter()
+            for _ in range(calls[name]):
+                fn()
+            _sync(device)
+            times[name].append((time.perf_counter() - t0) / calls[name])
+        rounds += 1
+    return times
 
 
 def _status_kib(field: str) -> int:
@@ -103,104 +284,109 @@ def _status_kib(field: str) -> int:
         return int(re.search(rf"{field}:\s+(\d+)", f.read()).group(1))  # type: ignore[union-attr]
 
 
-def measure_peak_here(method: str, n: int) -> int:
-    """Extra resident bytes at the peak of one call (run in a fresh process)."""
-    METHODS[method](*inputs(64))  # one-time costs (lazy imports, kernel set-up) are not the call's memory
-    q, k, v = inputs(n)
+def peak_here(case: Case, method: str, device: torch.device, dtype: torch.dtype) -> int:
+    """Extra bytes at the peak of one call of ``method`` (on the CPU, run in a fresh process)."""
+    fns = case.build(device, dtype)
+    fns[method]()  # one-time costs (lazy imports, kernel set-up) are not the call's memory
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+        before = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+        fns[method]()
+        torch.cuda.synchronize()
+        return torch.cuda.max_memory_allocated() - before
     with open("/proc/self/clear_refs", "w") as f:
         f.write("5")  # reset VmHWM to the current RSS
     before = _status_kib("VmRSS")
-    out = METHODS[method](q, k, v)
+    out = fns[method]()
     peak = _status_kib("VmHWM")
     del out
     return (peak - before) * 1024
 
 
-def peak_in_subprocess(method: str, n: int, threads: int) -> int | None:
+def peak(case: Case, index: int, method: str, args: argparse.Namespace, dtype: torch.dtype) -> int | None:
+    device = torch.device(args.device)
+    if device.type == "cuda":
+        return peak_here(case, method, device, dtype)
     if platform.system() != "Linux":
         return None
-    cmd = [sys.executable, __file__, "--threads", str(threads), "--peak-case", method, str(n)]
+    cmd = [sys.executable, __file__, "--device", "cpu", "--threads", str(args.threads)]
+    cmd += ["--peak-case", str(index), method]
     result = subprocess.run(cmd, capture_output=True, text=True, check=True)
     return int(result.stdout.strip().splitlines()[-1])
 
 
-def mib(x: int | None) -> str:
-    return "n/a" if x is None else f"{x / 2**20:.1f}"
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--quick", action="store_true", help="N up to 4096, shorter timing budgets")
-    parser.add_argument("--naive-max", type=int, default=8192, help="largest N for the naive baseline")
-    parser.add_argument("--peak-case", nargs=2, metavar=("METHOD", "N"), help=argparse.SUPPRESS)
+    parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    parser.add_argument("--threads", type=int, default=1, help="CPU threads (torch.set_num_threads)")
+    parser.add_argument("--repeats", type=int, default=3, help="measure every case this many times (the seeds)")
+    parser.add_argument("--budget", type=float, default=2.0, help="seconds of interleaved rounds per measurement")
+    parser.add_argument("--quick", action="store_true", help="one repeat, short budgets, no large-N memory case")
+    parser.add_argument("--only", default="", help="comma-separated case names (attend, mask, maps, vit, ...)")
+    parser.add_argument("--out", default="", help="append one JSON row per case and repeat to this file")
+    parser.add_argument("--peak-case", nargs=2, metavar=("INDEX", "METHOD"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    device = torch.device(args.device)
+    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    all_cases = cases(args.device)
     if args.peak_case:
-        print(measure_peak_here(args.peak_case[0], int(args.peak_case[1])))
+        print(peak_here(all_cases[int(args.peak_case[0])], args.peak_case[1], device, dtype))
         return
-
-    sizes = [256, 1024, 4096] if args.quick else [256, 512, 1024, 2048, 4096, 8192, 16384]
-    budget = 0.5 if args.quick else 2.0
-    print(f"# foveal attention benchmark: torch {torch.__version__}, {args.threads} thread(s), {platform.processor()}")
-    print(f"# {time.strftime('%Y-%m-%d %H:%M')}, {'quick' if args.quick else 'full'} run; best-of-interleaved times")
-    g = torch.Generator().manual_seed(0)
-    a, b = torch.randn(GEMM_SIZE, GEMM_SIZE, generator=g), torch.randn(GEMM_SIZE, GEMM_SIZE, generator=g)
-    gemm_rates = []
-
-    rows = []
-    for n in sizes:
-        q, k, v = inputs(n)
-        methods = [m for m in METHODS if m != "naive" or n <= args.naive_max]
-        # The roofline GEMM runs in the same interleaved rounds, so it sees the same machine load.
-        fns = {m: functools.partial(METHODS[m], q, k, v) for m in methods} | {"gemm": lambda: a @ b}
-        times = best_times(fns, min_reps=3, budget_s=budget)
-        gemm_rates.append(2 * GEMM_SIZE**3 / times["gemm"] / 1e9)
-        rows.append((n, times, {m: peak_in_subprocess(m, n, args.threads) for m in methods}))
-        print(f"  N={n} done", file=sys.stderr)
-
-    gemm = max(gemm_rates)
-    print(f"roofline: float32 {GEMM_SIZE}^3 GEMM at {gemm:.1f} GFLOP/s ({args.threads} thread(s)), the best of")
-    print(f"every row's rounds (range {min(gemm_rates):.1f} to {gemm:.1f}: the spread is the machine's load)\n")
-    header = (
-        "| N | attend ms | sdpa ms | naive ms | naive/attend time | attend/sdpa time | attend % of GEMM "
-        "| attend MiB | sdpa MiB | naive MiB | naive/attend memory |"
-    )
-    print(header)
-    print("|---" * (header.count("|") - 1) + "|")
-    for n, times, peaks in rows:
-        flops = 4 * n * n * HEAD_DIM
-        t_naive, p_naive = times.get("naive"), peaks.get("naive")
-        speedup = f"{t_naive / times['attend']:.2f}x" if t_naive else "skipped"
-        mem_ratio = (
-            f"{p_naive / max(peaks['attend'], 1):.1f}x" if p_naive and peaks["attend"] is not None else "skipped"
-        )
-        print(
-            f"| {n} | {times['attend'] * 1e3:.2f} | {times['sdpa'] * 1e3:.2f} | "
-            f"{f'{t_naive * 1e3:.2f}' if t_naive else 'skipped'} | {speedup} | "
-            f"{times['attend'] / times['sdpa']:.3f} | {100 * flops / times['attend'] / 1e9 / gemm:.0f}% | "
-            f"{mib(peaks['attend'])} | {mib(peaks['sdpa'])} | {mib(p_naive) if p_naive else 'skipped'} | {mem_ratio} |"
-        )
-
-    B, N, C, d_q, k_dim = 32, 49, 512, 256, 128  # seed 000's sizes
-    torch.manual_seed(0)
-    seed = SeedSpatialAttention(C, d_q, k_dim)
-    ours = SpatialAttention(C, d_q, k_dim)
-    ours.load_state_dict(seed.state_dict(), strict=True)
-    V, h_Q = torch.randn(B, N, C), torch.randn(B, d_q)
-
-    def forward_backward(module: nn.Module) -> None:
-        v_hat, _ = module(V, h_Q)
-        v_hat.sum().backward()
-
-    with torch.no_grad():
-        fwd = best_times({"seed": lambda: seed(V, h_Q), "ours": lambda: ours(V, h_Q)}, 100, budget)
-    step = best_times({"seed": lambda: forward_backward(seed), "ours": lambda: forward_backward(ours)}, 100, budget)
-    print(f"\nSpatialAttention vs seed 000 (B={B}, N={N}, C={C}, d_q={d_q}, k={k_dim})\n")
-    print("| pass | seed ms | foveal ms | seed/foveal time |")
-    print("|---|---|---|---|")
-    for label, t in (("forward", fwd), ("forward+backward", step)):
-        print(f"| {label} | {t['seed'] * 1e3:.3f} | {t['ours'] * 1e3:.3f} | {t['seed'] / t['ours']:.2f} |")
+    repeats, budget = (1, 0.3) if args.quick else (args.repeats, args.budget)
+    only = {name for name in args.only.split(",") if name}
+    name = torch.cuda.get_device_name() if device.type == "cuda" else (platform.processor() or platform.machine())
+    print(f"# foveal attention benchmark: torch {torch.__version__}, {args.device} ({name}), {args.threads} thread(s)")
+    print(f"# {time.strftime('%Y-%m-%d %H:%M')}; ratio = foveal's time / the baseline's, best of interleaved rounds\n")
+    print("| case | shape | pass | foveal | baseline | foveal ms | baseline ms | ratio | memory ratio |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    base = {"device": args.device, "device_name": name, "threads": args.threads, "dtype": str(dtype)}
+    base |= {"torch": torch.__version__, "commit": commit_id(), "command": " ".join(["python", *sys.argv])}
+    for index, case in enumerate(all_cases):
+        if (only and case.name not in only) or (args.quick and case.name == "mask" and case.memory):
+            continue
+        fns = case.build(device, dtype)
+        fns = {case.candidate: fns[case.candidate], case.baseline: fns[case.baseline]}
+        memory, peaks = None, {}
+        if case.memory:
+            mine, theirs = (peak(case, index, m, args, dtype) for m in (case.candidate, case.baseline))
+            if mine is not None and theirs is not None:
+                peaks = {"foveal_mib": round(mine / 2**20, 2), "baseline_mib": round(theirs / 2**20, 2)}
+                # Below a MiB the resident-set count is the allocator's noise, not the call's memory.
+                memory = round(mine / theirs, 3) if theirs >= 2**20 else None
+        for seed in range(repeats):
+            rounds = round_times(fns, device, budget, 3 if args.quick else 10)
+            t = {name: min(samples) for name, samples in rounds.items()}
+            # Each round times both back to back, in alternating order. On a shared machine a sample is
+            # either undisturbed or several times slower (preempted), so the estimate is the median
+            # ratio of the clean rounds, those where both samples are within 25% of their fastest; with
+            # fewer than five of them, the ratio of the fastest samples.
+            clean = [
+                c / b
+                for c, b in zip(rounds[case.candidate], rounds[case.baseline], strict=True)
+                if c <= 1.25 * t[case.candidate] and b <= 1.25 * t[case.baseline]
+            ]
+            fastest = t[case.candidate] / t[case.baseline]
+            ratio = statistics.median(clean) if len(clean) >= 5 else fastest
+            metrics = {"ratio": round(ratio, 4), "ratio_of_fastest": round(fastest, 4), "clean_rounds": len(clean)}
+            metrics |= {"foveal_ms": round(t[case.candidate] * 1e3, 4), "baseline_ms": round(t[case.baseline] * 1e3, 4)}
+            metrics["rounds"] = len(rounds[case.baseline])
+            metrics |= peaks
+            if memory is not None:
+                metrics["memory_ratio"] = memory
+            sets = {"case": case.name, "shape": case.shape, "pass": case.passes, "baseline": case.baseline}
+            print(
+                f"| {case.name} | {case.shape} | {case.passes} | {case.candidate} | {case.baseline} | "
+                f"{metrics['foveal_ms']:.4f} | {metrics['baseline_ms']:.4f} | {ratio:.3f} | "
+                f"{'-' if memory is None else f'{memory:.3f}'} |",
+                flush=True,
+            )
+            if args.out:
+                row = {"sets": sets, "seed": seed, "metrics": metrics, **base}
+                Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+                with open(args.out, "a") as f:
+                    f.write(json.dumps(row) + "\n")
 
 
 if __name__ == "__main__":

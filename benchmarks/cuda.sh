@@ -21,6 +21,14 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$OUT
 timeout 170 "$PY" -m pytest -m cuda tests/test_cuda.py -p no:cacheprovider -o addopts="" -v -rs >"$OUT/tests.txt" 2>&1
 grep -E "PASSED|FAILED|SKIPPED|ERROR|passed|failed" "$OUT/tests.txt"
 
+# Attention through the CUDA kernels SDPA picks (empty rows, NaN padding, 16 bits), then foveal's attention
+# against SDPA, nn.MultiheadAttention and timm's layer in bfloat16 (results/cuda/attention-speed.jsonl)
+timeout 90 "$PY" -m pytest -m cuda tests/attention/test_cuda_attention.py -p no:cacheprovider -o addopts="" -q -rs \
+    >"$OUT/attention-tests.txt" 2>&1
+tail -n 3 "$OUT/attention-tests.txt"
+timeout 120 "$PY" benchmarks/attention.py --device cuda --repeats 2 --budget 0.5 --out "$OUT/attention-speed.jsonl" \
+    | tee "$OUT/attention-speed.txt"
+
 # The compiled training step against eager; a fresh machine's inductor cache is empty, so --cold says so
 CASES=ntm-copy,draw-paper,shapes-vqa
 timeout 180 "$PY" benchmarks/compile.py --device cuda --cold --rounds 10 --only "$CASES" --out "$OUT/compile-cuda.jsonl"

@@ -50,7 +50,7 @@ def test_residual_self_attention_matches_the_equation() -> None:
     attn = ResidualSelfAttention(4, k_dim=3).double()
     V = torch.randn(2, 5, 4, dtype=torch.float64)
     mask = torch.tensor([[True] * 5, [True, True, False, True, False]])
-    out, weights = attn(V, mask)
+    out, weights = attn(V, mask, need_weights=True)
     for b in range(2):
         for i in range(5):
             real = [j for j in range(5) if mask[b, j]]
@@ -71,7 +71,7 @@ def test_masked_regions_change_nothing_and_all_masked_is_finite() -> None:
     torch.testing.assert_close(attn(V, mask).output[mask], attn(changed, mask).output[mask])
     assert not torch.allclose(attn(V).output[mask], attn(changed).output[mask])  # the mask does mask
     V.requires_grad_(True)
-    out, weights = attn(V, torch.zeros(2, 5, dtype=torch.bool))
+    out, weights = attn(V, torch.zeros(2, 5, dtype=torch.bool), need_weights=True)
     torch.testing.assert_close(out, V)  # nothing to attend: the residual alone
     out.sum().backward()
     assert torch.isfinite(V.grad).all() and (weights == 0).all()

@@ -38,7 +38,7 @@ def test_hand_computed_dot():
     q = torch.tensor([[[1.0, 0.0]]])
     k = torch.tensor([[[1.0, 0.0], [0.0, 1.0]]])
     v = torch.tensor([[[1.0], [0.0]]])
-    out, w = attend(q, k, v, score="dot")
+    out, w = attend(q, k, v, score="dot", need_weights=True)
     e = math.e
     assert_close(w, torch.tensor([[[e / (1 + e), 1 / (1 + e)]]]))
     assert_close(out, torch.tensor([[[e / (1 + e)]]]))
@@ -53,7 +53,7 @@ def test_matches_eq1(name, masked):
     if masked:
         mask = torch.rand(2, 3, 4, generator=g) > 0.4
         mask[0, 1] = False  # one query with nothing to attend
-    out, w = attend(q, k, v, score=score, mask=mask)
+    out, w = attend(q, k, v, score=score, mask=mask, need_weights=True)
     assert_close(out, eq1(q, k, v, pair, mask))
     # weights are the f / C of eq. (1): recover them with one-hot values
     eye = torch.eye(4, dtype=torch.float64).expand(2, 4, 4)
@@ -104,7 +104,7 @@ def test_weights_are_distributions_over_unmasked_keys(sizes, score, p_keep):
     B, n, m, d, seed = sizes
     q, k, v, g = _inputs(B, n, m, d, d, 2, seed)
     mask = torch.rand(B, n, m, generator=g) < p_keep
-    w = attend(q, k, v, score=score, mask=mask).weights
+    w = attend(q, k, v, score=score, mask=mask, need_weights=True).weights
     assert (w >= 0).all()
     assert (w[~mask] == 0).all()
     expected = mask.any(-1).to(w.dtype)  # 1 where anything may be attended, 0 for an empty row
@@ -329,7 +329,7 @@ def test_count_normaliser_matches_eq1(name, masked):
     if masked:
         mask = torch.rand(2, 3, 4, generator=g) > 0.4
         mask[0, 1] = False  # one query with nothing to attend: zeros
-    out, w = attend(q, k, v, score=score, mask=mask, normalize="count")
+    out, w = attend(q, k, v, score=score, mask=mask, normalize="count", need_weights=True)
     assert_close(out, eq1_count(q, k, v, pair, mask))
     eye = torch.eye(4, dtype=torch.float64).expand(2, 4, 4)
     assert_close(w, eq1_count(q, k, eye, pair, mask))  # the weights are f / C
@@ -342,7 +342,7 @@ def test_count_normaliser_hand_computed():
     q = torch.tensor([[[1.0]]])
     k = torch.tensor([[[1.0], [-2.0], [3.0]]])
     v = torch.ones(1, 3, 1)
-    out, w = attend(q, k, v, score="dot", normalize="count")
+    out, w = attend(q, k, v, score="dot", normalize="count", need_weights=True)
     assert_close(w, torch.tensor([[[1.0, -2.0, 3.0]]]) / 3)
     assert_close(out, torch.tensor([[[2.0 / 3.0]]]))
     # with the middle key masked, C = 2
@@ -451,6 +451,6 @@ def test_sparsemax_gradcheck_and_attend(masked):
     assert torch.autograd.gradcheck(
         lambda q, k, v: attend(q * scale, k, v, score="dot", mask=mask, normalize="sparsemax").output, (q, k, v)
     )
-    out, w = attend(q, k, v, score="dot", mask=mask, normalize="sparsemax")
+    out, w = attend(q, k, v, score="dot", mask=mask, normalize="sparsemax", need_weights=True)
     assert_close(w, core.sparsemax(q @ k.mT, mask))
     assert_close(out, w @ v)

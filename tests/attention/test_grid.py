@@ -40,7 +40,7 @@ def test_output_takes_the_query_size(ndim, which):
     query_size = dict(zip(("same", "smaller", "larger"), SPATIAL[ndim], strict=True))[which]
     attn = MapAttention(4, key_dim=6, out_dim=5, heads=1)
     query, key = torch.randn(2, 4, *query_size), torch.randn(2, 6, *key_size)
-    out, w = attn(query, key)
+    out, w = attn(query, key, need_weights=True)
     assert out.shape == (2, 5, *query_size)
     assert w.shape == (2, 1, math.prod(query_size), math.prod(key_size))
 
@@ -50,8 +50,8 @@ def test_map_attention_is_attention_on_the_unfolded_sets(ndim):
     q_size, k_size = SPATIAL[ndim][1], SPATIAL[ndim][2]
     attn = MapAttention(4, key_dim=6, value_dim=3, heads=1, score="dot")
     query, key, value = torch.randn(2, 4, *q_size), torch.randn(2, 6, *k_size), torch.randn(2, 3, *k_size)
-    out, w = attn(query, key, value)
-    ref, ref_w = attn.attention(flatten_grid(query), flatten_grid(key), flatten_grid(value))
+    out, w = attn(query, key, value, need_weights=True)
+    ref, ref_w = attn.attention(flatten_grid(query), flatten_grid(key), flatten_grid(value), need_weights=True)
     assert_close(out, unflatten_grid(ref, q_size))
     assert_close(w, ref_w)
     # output position p is computed from query position p alone: moving one query pixel moves its output
@@ -63,7 +63,8 @@ def test_self_attention_with_one_map():
     attn = MapAttention(4, heads=2)
     x = torch.randn(2, 4, 3, 3)
     assert_close(attn(x).output, attn(x, x, x).output)
-    assert attn(x).weights.shape == (2, 2, 9, 9)
+    assert attn(x).weights is None
+    assert attn(x, need_weights=True).weights.shape == (2, 2, 9, 9)
 
 
 def test_map_attention_errors():
@@ -82,7 +83,7 @@ def test_map_attention_errors():
 def test_non_local_block_starts_as_identity(ndim):
     block = NonLocalBlock(8, heads=2)
     x = torch.randn(2, 8, *SPATIAL[ndim][0], requires_grad=True)
-    out, w = block(x)
+    out, w = block(x, need_weights=True)
     assert torch.equal(out, x)
     assert w.shape == (2, 2, math.prod(SPATIAL[ndim][0]), math.prod(SPATIAL[ndim][0]))
     # it is the identity because W_z is zero, not because nothing flows: W_z gets a gradient ...
@@ -163,7 +164,7 @@ def non_local_reference(block: NonLocalBlock, x: torch.Tensor) -> torch.Tensor:
 def test_non_local_similarities_match_the_paper(f):
     block = _non_local(f)
     x = torch.randn(2, 6, 3, 2, dtype=torch.float64) * 0.5
-    out, weights = block(x)
+    out, weights = block(x, need_weights=True)
     assert_close(out, non_local_reference(block, x))
     if "gaussian" in f:
         assert_close(weights.sum(-1), torch.ones(2, 1, 6, dtype=torch.float64))

@@ -52,7 +52,7 @@ def _inputs(n=4, m=5, key_dim=6, value_dim=6):
 def test_matches_eq2_with_learned_projections(heads):
     module = _module(key_dim=5, value_dim=7, out_dim=6 * heads, qk_dim=6, heads=heads, score="dot")
     q, k, v = _inputs(key_dim=5, value_dim=7)
-    out, w = module(q, k, v)
+    out, w = module(q, k, v, need_weights=True)
     assert out.shape == (2, 4, 6 * heads) and w.shape == (2, heads, 4, 5)
     assert_close(out, eq2_module(module, q, k, v))
     assert_close(w.sum(-1), torch.ones(2, heads, 4, dtype=torch.float64))
@@ -78,7 +78,7 @@ def test_need_weights_false_matches(score):
     module = _module(heads=2, score=score)
     q, k, v = _inputs()
     mask = torch.rand(2, 4, 5) < 0.6
-    plain, _ = module(q, k, v, mask=mask)
+    plain, _ = module(q, k, v, mask=mask, need_weights=True)
     fast, none = module(q, k, v, mask=mask, need_weights=False)
     assert none is None
     assert_close(fast, plain)
@@ -89,7 +89,7 @@ def test_mask_is_shared_by_heads_and_removes_keys():
     q, k, v = _inputs()
     mask = torch.ones(2, 1, 5, dtype=torch.bool)
     mask[..., -2:] = False
-    out, w = module(q, k, v, mask=mask)
+    out, w = module(q, k, v, mask=mask, need_weights=True)
     assert (w[..., -2:] == 0).all()
     k2, v2 = k.clone(), v.clone()
     k2[:, -2:], v2[:, -2:] = 7.0, -7.0
@@ -101,7 +101,7 @@ def test_callable_score_per_head():
     score = Additive(3, 3, hidden=4).double()
     module = _module(heads=2, score=score)
     assert any(p is score.w_a.weight for p in module.parameters())  # the score's parameters are the module's
-    out, w = module(_inputs()[0])
+    out, w = module(_inputs()[0], need_weights=True)
     assert out.shape == (2, 4, 6) and w.shape == (2, 2, 4, 4)
 
 
@@ -160,7 +160,7 @@ def test_without_embedding_queries_and_keys_are_compared_as_given():
     module = _module(heads=2, score="dot", embed=False)
     assert [name for name, _ in module.named_parameters()] == ["W_v.weight"]
     q, k, v = _inputs()
-    w = module(q, k, v).weights
+    w = module(q, k, v, need_weights=True).weights
     # the non-local paper's Gaussian f = exp(q^T k), per head on the raw halves of the vectors
     logits = torch.stack([q[..., :3] @ k[..., :3].mT, q[..., 3:] @ k[..., 3:].mT], 1)
     assert_close(w, logits.softmax(-1))

@@ -33,6 +33,7 @@ from foveal.attention.grid import (
     flatten_grid,
     unflatten_grid,
 )
+from foveal.attention.maps import RecordedMaps, attention_rollout, record_maps
 from foveal.attention.multihead import Attention
 from foveal.attention.spatial import SpatialAttention
 from foveal.attention.stacked import StackedAttention, StackedOutput
@@ -61,6 +62,7 @@ __all__ = [
     "MapAttentionOutput",
     "NonLocalBlock",
     "ParallelCoAttention",
+    "RecordedMaps",
     "ResidualSelfAttention",
     "SpatialAttention",
     "StackedAttention",
@@ -68,6 +70,7 @@ __all__ = [
     "TransformerFusion",
     "add_coords",
     "attend",
+    "attention_rollout",
     "box_weights",
     "flatten_grid",
     "fused_attention",
@@ -75,6 +78,7 @@ __all__ = [
     "gate",
     "grid_coords",
     "masked_softmax",
+    "record_maps",
     "score_logits",
     "set_fused_attention",
     "sparsemax",

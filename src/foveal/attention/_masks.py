@@ -1,5 +1,6 @@
 """Masks and padding in the attention modules: bool masks that cannot grow the result, leading dims
-that broadcast, and the one way padded positions are taken out before any arithmetic.
+that broadcast, and the one way padded positions are taken out before any arithmetic; and the
+modules' on/off options, which must be bools.
 
 Every other argument is checked with :mod:`foveal._checks`.
 """
@@ -33,6 +34,13 @@ def check_mask(mask: object, shape: Sequence[int], name: str = "mask", symbols: 
         )
         raise FovealError(f"{name}: expected {expected}, got {tuple(mask.shape)}")
     return mask
+
+
+def check_flags(**flags: object) -> None:
+    """A :class:`FovealError` unless every flag is a bool: ``embed="no"`` would read as True."""
+    for name, value in flags.items():
+        if not isinstance(value, bool):
+            raise FovealError(f"{name}: expected True or False, got {value!r}")
 
 
 def check_broadcast(name: str, tensor: Tensor, lead: Sequence[int], other: str, trailing: int = 2) -> torch.Size:

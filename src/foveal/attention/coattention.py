@@ -27,7 +27,7 @@ import torch
 from torch import Tensor, nn
 
 from foveal._checks import check_ints, check_module_dtype, check_shape
-from foveal.attention._masks import check_mask, drop_padding
+from foveal.attention._masks import check_flags, check_mask, drop_padding
 from foveal.attention.core import Bilinear, masked_softmax
 from foveal.attention.spatial import SpatialAttention
 from foveal.errors import FovealError
@@ -115,6 +115,7 @@ class HopCoAttention(nn.Module):
     def __init__(self, dim: int, *, hops: int = 2, k_dim: int = 128, joint: bool = False) -> None:
         super().__init__()
         check_ints(dim=dim, hops=hops, k_dim=k_dim)
+        check_flags(joint=joint)
         self.dim, self.joint = dim, joint
         self.image_hops = nn.ModuleList(SpatialAttention(dim, dim, k_dim) for _ in range(hops))
         self.word_hops = nn.ModuleList(SpatialAttention(dim, dim, k_dim) for _ in range(hops))

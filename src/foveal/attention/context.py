@@ -16,6 +16,7 @@ import torch
 from torch import Tensor, nn
 
 from foveal._checks import check_ints, check_module_dtype, check_shape
+from foveal.attention import maps
 from foveal.attention._masks import check_mask, drop_padding
 from foveal.attention.core import attend
 from foveal.errors import FovealError
@@ -89,11 +90,12 @@ class ResidualSelfAttention(nn.Module):
           no other region's output, no weight and no gradient. A padded region's own output is its
           vector plus the mean of the real regions (its zero query weighs them equally)
         - output: ``(B, N, C)``
-        - weights: ``(B, N, N)``, row ``i`` is region ``i``'s attention over the set
+        - weights: ``(B, N, N)``, row ``i`` is region ``i``'s attention over the set, if
+          ``need_weights`` (or recording); else None, and the fused kernel runs
 
     Example:
         >>> attn = ResidualSelfAttention(16, k_dim=8)
-        >>> out, w = attn(torch.randn(2, 49, 16))
+        >>> out, w = attn(torch.randn(2, 49, 16), need_weights=True)
         >>> out.shape, w.shape
         (torch.Size([2, 49, 16]), torch.Size([2, 49, 49]))
     """
@@ -106,7 +108,7 @@ class ResidualSelfAttention(nn.Module):
         self.W_q = nn.Linear(dim, k_dim, bias=False)
         self.W_k = nn.Linear(dim, k_dim, bias=False)
 
-    def forward(self, V: Tensor, mask: Tensor | None = None) -> ContextOutput:
+    def forward(self, V: Tensor, mask: Tensor | None = None, need_weights: bool = False) -> ContextOutput:
         check_module_dtype(self, V=V)
         sizes = check_shape("V", V, ("B", "N", self.dim))
         if mask is not None:
@@ -118,7 +120,10 @@ class ResidualSelfAttention(nn.Module):
             mask = mask.unsqueeze(1)  # every region may attend to the real ones
         else:
             real = V
-        filtered, weights = attend(self.W_q(real), self.W_k(real), real, score="scaled_dot", mask=mask)
+        need_weights = need_weights or (bool(maps._RECORDERS) and maps.wants_maps(self))
+        filtered, weights = attend(
+            self.W_q(real), self.W_k(real), real, score="scaled_dot", mask=mask, need_weights=need_weights
+        )
         return ContextOutput(V + filtered, weights)
 
     def example_inputs(self, batch: int = 2, generator: torch.Generator | None = None) -> tuple[Tensor, ...]:

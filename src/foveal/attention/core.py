@@ -43,7 +43,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from foveal._checks import check_floating, check_ints, check_module_dtype, check_number, check_shape
+from foveal._checks import check_floating, check_ints, check_module_dtype, check_number, check_shape, work_dtype
+from foveal.attention._kernels import _count_linear, _drop_unreachable, _fused, _unit
 from foveal.attention._masks import check_broadcast, check_mask
 from foveal.errors import FovealError
 
@@ -92,16 +93,20 @@ def score_logits(query: Tensor, key: Tensor, score: str | ScoreFn, temperature: 
     """
     _check_score(score, temperature)
     _check_operands(query, key, None, score)
-    return _logits(query, key, score, temperature)
+    return _logits(query, key, score, temperature).to(query.dtype)
 
 
 def _logits(query: Tensor, key: Tensor, score: str | ScoreFn, temperature: float) -> Tensor:
+    """The logits, in float32 for 16-bit inputs: ``q . k`` can pass float16's 65504 where the scaled
+    score is small, so the product is formed in float32 and scaled before it, as SDPA does."""
     if callable(score):
         return score(query, key)
+    work = work_dtype(query.dtype, key.dtype)
+    query, key = query.to(work), key.to(work)
     if score == "dot":
         return query @ key.transpose(-2, -1)
     if score == "scaled_dot":
-        return query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])
+        return (query / math.sqrt(query.shape[-1])) @ key.transpose(-2, -1)
     return _unit(query) @ _unit(key).transpose(-2, -1) / temperature
 
 
@@ -164,10 +169,11 @@ def attend(
     *,
     score: str | ScoreFn = "scaled_dot",
     mask: Tensor | None = None,
-    need_weights: bool = True,
+    need_weights: bool = False,
     temperature: float = 1.0,
     fused: bool | None = None,
     normalize: str = "softmax",
+    dropout: float = 0.0,
 ) -> AttentionOutput:
     """Seed 001's attention operator ``o_j = (1/C_j) sum_i f(q_j, k_i) v_i``: a weighted sum of the values.
 
@@ -179,9 +185,10 @@ def attend(
             ``(query, key) -> logits (..., n, m)`` such as :class:`Additive`, :class:`Bilinear` or
             :class:`Concatenation`.
         mask: bool, True where query ``j`` may attend to key ``i``. A key that no query may
-            attend (padding) is replaced by zeros, with its value, before the score and the sum,
-            so a NaN or Inf there reaches neither the output nor any gradient.
-        need_weights: return the weights; False allows the fused kernel.
+            attend (padding) counts as a zero key and value, so a NaN or Inf there reaches neither
+            the output nor any gradient.
+        need_weights: return the weights ``(..., n, m)``. False (the default) runs the fused
+            kernel where it can (and the O(N) form of the count normaliser), which never builds them.
         temperature: divides the cosine score (ignored by the other scores); must be > 0.
         fused: force the fused path on (True) or off (False); None follows
             :func:`set_fused_attention`. The fused path needs ``need_weights=False``, a
@@ -191,6 +198,8 @@ def attend(
             non-local paper's dot-product and concatenation forms; weights may be negative), or
             ``"sparsemax"`` (the scores' projection onto the simplex: weights sum to 1, and keys
             scoring more than 1 below the best get exactly 0, where a softmax leaves a haze).
+        dropout: probability of zeroing each weight before the sum (attention dropout; pass 0 in
+            evaluation). The returned weights are the ones before dropout.
 
     Shape:
         - query: ``(..., n, d)``
@@ -202,29 +211,63 @@ def attend(
 
     Query, key and value share one floating dtype; a wrong shape, a leading dim that does not
     broadcast, or a mixed dtype raises ``ValueError``. An empty set of keys (``m = 0``) is a set with
-    nothing to attend: zero output. So is a fully masked row, under either normaliser.
+    nothing to attend: zero output. So is a fully masked row, under every normaliser and on every
+    kernel. With 16-bit inputs the scores and weights are computed in float32 (the product ``q . k``
+    can pass float16's 65504 before any scale), and the output is cast back.
 
     Example:
         >>> q, k, v = torch.randn(2, 3, 8), torch.randn(2, 5, 8), torch.randn(2, 5, 4)
-        >>> out, w = attend(q, k, v)
+        >>> out, w = attend(q, k, v, need_weights=True)
         >>> out.shape, w.shape
         (torch.Size([2, 3, 4]), torch.Size([2, 3, 5]))
         >>> torch.allclose(w.sum(-1), torch.ones(2, 3))
         True
-        >>> out, w = attend(q, k, v, score="dot", normalize="count")  # f = q . k, C = m = 5
+        >>> out, w = attend(q, k, v, score="dot", normalize="count", need_weights=True)  # f = q . k, C = m = 5
         >>> torch.allclose(w, q @ k.mT / 5)
         True
     """
-    _check_score(score, temperature, normalize)
-    lead = _check_operands(query, key, value, score)
-    if mask is not None:
-        check_mask(mask, (*lead, query.shape[-2], key.shape[-2]))
-        key, value = _drop_unreachable(key, value, mask)
+    # The checks read shapes, dtypes and options only, so a signature that passed once passes again:
+    # remembered, it costs one lookup (the kernel itself takes a few microseconds at small sizes).
+    # A compiled graph checks once when it is traced, and never sees the cache.
+    signature, plan = None, None
+    if not torch.compiler.is_dynamo_compiling():
+        try:
+            signature = (
+                query.shape,
+                key.shape,
+                value.shape,
+                query.dtype,
+                key.dtype,
+                value.dtype,
+                score,
+                normalize,
+                temperature,
+                need_weights,
+                dropout,
+                None if mask is None else (mask.shape, mask.dtype),
+            )
+            plan = _CHECKED.get(signature)
+        except (AttributeError, TypeError):  # not tensors, or an unhashable option: the checks will say
+            signature = None
+    if plan is None:
+        plan = _check(query, key, value, score, mask, temperature, normalize, need_weights, dropout, signature)
     use_fused = _fused_enabled if fused is None else fused
+    if plan is _SDPA and use_fused and mask is None:
+        # The common call, already checked for this signature: straight to the kernel, with no more
+        # Python around it than it needs (at small sizes each microsecond shows).
+        if score == "scaled_dot" and not dropout:
+            out = F.scaled_dot_product_attention(query, key, value)
+        else:
+            out = F.scaled_dot_product_attention(query, key, value, dropout_p=dropout, scale=_SCALES[score])
+        return _new_output(AttentionOutput, (out, None))
     # SDPA cannot fold an empty tensor into its (batch, heads, n, d) layout; the plain path can.
     nonempty = min(query.numel(), key.numel(), value.numel()) > 0
     if use_fused and not need_weights and not callable(score) and normalize == "softmax" and nonempty:
-        return AttentionOutput(_fused(query, key, value, score, mask, temperature), None)
+        return AttentionOutput(_fused(query, key, value, score, mask, temperature, dropout), None)
+    if mask is not None:
+        key, value = _drop_unreachable(key, value, mask)
+    if normalize == "count" and not need_weights and not callable(score) and mask is None:
+        return AttentionOutput(_count_linear(query, key, value, score, temperature), None)
     logits = _logits(query, key, score, temperature)
     if normalize == "count":
         weights = _count_normalized(logits, mask)
@@ -232,7 +275,58 @@ def attend(
         weights = sparsemax(logits, mask)
     else:
         weights = logits.softmax(dim=-1) if mask is None else _masked_softmax(logits, mask)
-    return AttentionOutput(weights @ value, weights if need_weights else None)
+    weights = weights.to(value.dtype)
+    summed = weights if dropout == 0 else F.dropout(weights, dropout)
+    return AttentionOutput(summed @ value, weights if need_weights else None)
+
+
+# What a checked signature may run: the kernel directly (4-D inputs of one shape, nothing to fold)
+# or the general path.
+_SDPA, _GENERAL = "sdpa", "general"
+_SCALES = {"dot": 1.0, "scaled_dot": None}
+_CHECKED: dict[tuple, str] = {}
+_CHECKED_MAX = 512
+_new_output = tuple.__new__  # a NamedTuple's own __new__ is a Python function: a third of a microsecond more
+
+
+def _check(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    score: str | ScoreFn,
+    mask: Tensor | None,
+    temperature: float,
+    normalize: str,
+    need_weights: bool,
+    dropout: float,
+    signature: tuple | None,
+) -> str:
+    """Check attend's arguments, say which path fits them, and remember the signature that passed.
+
+    A callable score is never remembered (it may be made anew for every call), and neither is a mix
+    of dtypes, which only autocast lets through.
+    """
+    _check_score(score, temperature, normalize)
+    check_number("dropout", dropout, bound=">= 0", why="a probability")
+    if dropout >= 1:
+        raise FovealError(f"dropout: expected a probability in [0, 1), got {dropout!r}")
+    lead = _check_operands(query, key, value, score)
+    if mask is not None:
+        check_mask(mask, (*lead, query.shape[-2], key.shape[-2]))
+    direct = (
+        query.dim() == 4
+        and query.shape[:-2] == key.shape[:-2] == value.shape[:-2]
+        and score in _SCALES
+        and normalize == "softmax"
+        and not need_weights
+        and min(query.numel(), key.numel(), value.numel()) > 0
+    )
+    plan = _SDPA if direct else _GENERAL
+    if signature is not None and not callable(score) and query.dtype == key.dtype == value.dtype:
+        if len(_CHECKED) >= _CHECKED_MAX:
+            _CHECKED.clear()
+        _CHECKED[signature] = plan
+    return plan
 
 
 def sparsemax(logits: Tensor, mask: Tensor | None = None) -> Tensor:
@@ -284,47 +378,6 @@ def _count_normalized(f: Tensor, mask: Tensor | None) -> Tensor:
     return torch.where(mask, f, 0) / count
 
 
-def _drop_unreachable(key: Tensor, value: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
-    # A key no query may attend is padding. Its weight is zero, but 0 * NaN = NaN in the weighted
-    # sum, in a cosine's norm and in every backward that reads it; a zero key and value are inert.
-    # A key that some query attends is data, and a NaN in it is the caller's to see.
-    mask = mask.reshape(*([1] * max(2 - mask.dim(), 0)), *mask.shape)
-    reachable = mask.any(dim=-2).unsqueeze(-1)  # (..., m, 1)
-    return torch.where(reachable, key, 0), torch.where(reachable, value, 0)
-
-
-def _fused(query: Tensor, key: Tensor, value: Tensor, score: str, mask: Tensor | None, temperature: float) -> Tensor:
-    scale = {"dot": 1.0, "scaled_dot": None, "cosine": 1.0 / temperature}[score]
-    if score == "cosine":
-        query, key = _unit(query), _unit(key)
-    # SDPA's memory-efficient kernels take only (batch, heads, n, d) with equal batch and heads; any
-    # other layout silently runs its O(n m)-memory math kernel. So fold the broadcast leading dims
-    # into one batch dim with a single head (a view when nothing is broadcast) and unfold the output.
-    lead = query.shape[:-2]
-    if key.shape[:-2] != lead or value.shape[:-2] != lead:
-        lead = torch.broadcast_shapes(lead, key.shape[:-2], value.shape[:-2])
-    if mask is not None:
-        mask = mask.reshape(*([1] * max(2 - mask.dim(), 0)), *mask.shape)
-        lead = torch.broadcast_shapes(lead, mask.shape[:-2])
-        if any(size != 1 for size in mask.shape[:-2]):
-            mask = mask.expand(*lead, *mask.shape[-2:]).reshape(-1, 1, *mask.shape[-2:])
-        else:  # one mask for every batch element: no copy
-            mask = mask.reshape(1, 1, *mask.shape[-2:])
-
-    def fold(x: Tensor) -> Tensor:
-        x = x if x.shape[:-2] == lead else x.expand(*lead, *x.shape[-2:])
-        return x.reshape(-1, 1, *x.shape[-2:])
-
-    # Since torch 2.5 SDPA returns zeros (not NaN) for all-masked rows, matching masked_softmax.
-    out = F.scaled_dot_product_attention(fold(query), fold(key), fold(value), attn_mask=mask, scale=scale)
-    return out.reshape(*lead, query.shape[-2], value.shape[-1])
-
-
-def _unit(x: Tensor, eps: float = 1e-8) -> Tensor:
-    # The epsilon keeps a zero vector at zero instead of 0/0 = NaN, in value and gradient.
-    return x / x.norm(dim=-1, keepdim=True).clamp_min(eps)
-
-
 class Additive(nn.Module):
     """Additive (MLP) score of seeds 000 and 002: ``w_a^T tanh(W_k k_i + W_q q_j + b) + b_a``.
 
@@ -341,7 +394,8 @@ class Additive(nn.Module):
 
     Example:
         >>> score = Additive(16, 8, hidden=32)
-        >>> attend(torch.randn(2, 1, 16), torch.randn(2, 49, 8), torch.randn(2, 49, 8), score=score).weights.shape
+        >>> attend(torch.randn(2, 1, 16), torch.randn(2, 49, 8), torch.randn(2, 49, 8), score=score,
+        ...        need_weights=True).weights.shape
         torch.Size([2, 1, 49])
     """
 
@@ -405,7 +459,7 @@ class Concatenation(nn.Module):
     Example:
         >>> score = Concatenation(16, 8)
         >>> out, w = attend(torch.randn(2, 3, 16), torch.randn(2, 5, 8), torch.randn(2, 5, 4), score=score,
-        ...                 normalize="count")
+        ...                 normalize="count", need_weights=True)
         >>> out.shape, bool((w >= 0).all())
         (torch.Size([2, 3, 4]), True)
     """

@@ -55,7 +55,7 @@ class _ProjectedAttention(nn.Module):
         self.W_o = nn.Linear(dim, dim)
 
     def forward(self, query: Tensor, key: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor]:
-        out, weights = self.attention(query, key, mask=mask)
+        out, weights = self.attention(query, key, mask=mask, need_weights=True)  # FusionOutput returns all four maps
         return self.W_o(out), weights
 
 

@@ -90,11 +90,11 @@ class MapAttention(nn.Module):
         - value_map: ``(B, value_dim, *S_k)``; None means value = key
         - mask: bool ``(B, n_q, m)`` with ``n_q = prod S_q``, ``m = prod S_k``, or broadcastable
         - output: ``(B, out_dim, *S_q)``
-        - weights: ``(B, heads, n_q, m)`` or None
+        - weights: ``(B, heads, n_q, m)`` if ``need_weights`` (or recording), else None
 
     Example:
         >>> attn = MapAttention(8, heads=2)
-        >>> out, w = attn(torch.randn(1, 8, 3, 4), torch.randn(1, 8, 6, 8))
+        >>> out, w = attn(torch.randn(1, 8, 3, 4), torch.randn(1, 8, 6, 8), need_weights=True)
         >>> out.shape, w.shape
         (torch.Size([1, 8, 3, 4]), torch.Size([1, 2, 12, 48]))
     """
@@ -135,7 +135,7 @@ class MapAttention(nn.Module):
         key_map: Tensor | None = None,
         value_map: Tensor | None = None,
         mask: Tensor | None = None,
-        need_weights: bool = True,
+        need_weights: bool = False,
     ) -> MapAttentionOutput:
         key_map = query_map if key_map is None else key_map
         value_map = key_map if value_map is None else value_map
@@ -185,6 +185,11 @@ class NonLocalBlock(nn.Module):
     ``W_z`` maps ``inner -> channels`` and starts at zero, so at initialisation the block returns
     its input exactly and can be dropped into a trained network.
 
+    Without a request for maps, the two softmax forms run the fused kernel (O(N) memory, O(N^2)
+    time) and ``"dot"`` runs in O(N) time and memory, as ``y = (1/N) theta (phi^T g)`` (no softmax,
+    so the product reassociates exactly). ``"concatenation"`` builds the N x N scores whatever is
+    asked: its ReLU does not factor over the pairs.
+
     Args:
         channels: channels ``C`` of the map (in and out).
         inner: width of theta, phi, g (default ``channels // 2``, as in the non-local paper).
@@ -196,15 +201,16 @@ class NonLocalBlock(nn.Module):
     Shape:
         - x: ``(B, C, *S)``, ``1 <= len(S) <= 3``
         - output: ``(B, C, *S)``
-        - weights: ``(B, heads, prod S, prod S)`` or None; ``f / C`` (negative ones too, for ``"dot"``)
+        - weights: ``(B, heads, prod S, prod S)`` if ``need_weights`` (or recording), else None;
+          ``f / C`` (negative ones too, for ``"dot"``)
 
     Example:
         >>> block = NonLocalBlock(8)
         >>> x = torch.randn(2, 8, 4, 4)
-        >>> out, w = block(x)
+        >>> out, w = block(x, need_weights=True)
         >>> torch.equal(out, x), w.shape
         (True, torch.Size([2, 1, 16, 16]))
-        >>> NonLocalBlock(8, f="concatenation")(x).weights.sum(-1).shape
+        >>> NonLocalBlock(8, f="concatenation")(x, need_weights=True).weights.sum(-1).shape
         torch.Size([2, 1, 16])
     """
 
@@ -240,7 +246,7 @@ class NonLocalBlock(nn.Module):
         nn.init.zeros_(self.W_z.weight)
         nn.init.zeros_(self.W_z.bias)
 
-    def forward(self, x: Tensor, need_weights: bool = True) -> MapAttentionOutput:
+    def forward(self, x: Tensor, need_weights: bool = False) -> MapAttentionOutput:
         check_module_dtype(self, x=x)
         _check_map("x", x, self.W_z.out_channels)
         y, weights = self.attention(x, need_weights=need_weights)

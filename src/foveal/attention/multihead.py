@@ -7,19 +7,33 @@ Seed 001 eq. (2), in its column notation (vectors are columns)::
 We store vectors as rows (``Q`` is ``(n, d)``), so this is ``O^T = softmax(theta(Q) phi(K)^T) g(V)``
 with the softmax over the last axis: the seed's ``(m, n)`` score matrix, transposed. With ``heads``
 heads, theta, phi and g each produce ``heads`` slices of their output and every head attends on
-its own slice; the head outputs are concatenated (seed 001 has no output projection, and neither
-does this module: add one outside if you want heads mixed).
+its own slice; the head outputs are concatenated. Seed 001 has no output projection; a transformer
+layer has one (``proj=True``), and one fused projection ``qkv`` for theta, phi and g (``qkv=True``,
+timm's and ``nn.MultiheadAttention``'s layout), which :meth:`Attention.from_timm` and
+:meth:`Attention.from_multihead` fill from those layers' state dicts.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import torch
-from einops import rearrange
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from foveal._checks import check_ints, check_module_dtype, check_number, check_shape
-from foveal.attention._masks import check_mask, drop_padding
-from foveal.attention.core import BUILTIN_SCORES, NORMALIZERS, AttentionOutput, ScoreFn, attend
+from foveal.attention import maps
+from foveal.attention._masks import check_flags, check_mask, drop_padding
+from foveal.attention.core import (
+    BUILTIN_SCORES,
+    NORMALIZERS,
+    Additive,
+    AttentionOutput,
+    Bilinear,
+    Concatenation,
+    ScoreFn,
+    attend,
+)
 from foveal.errors import FovealError
 from foveal.registry import ATTENTION
 
@@ -27,6 +41,10 @@ from foveal.registry import ATTENTION
 @ATTENTION.register("attention")
 class Attention(nn.Module):
     """Multi-head attention with seed 001's learned projections theta (``W_q``), phi (``W_k``), g (``W_v``).
+
+    Without a request for maps it runs the fused kernel (``F.scaled_dot_product_attention``, or the
+    O(N) form of ``normalize="count"``); ``need_weights=True``, or :func:`foveal.attention.record_maps`
+    around the model, makes it build and return the ``(B, heads, n, m)`` maps.
 
     Args:
         dim: size ``d`` of the query vectors.
@@ -37,13 +55,21 @@ class Attention(nn.Module):
         heads: number of heads.
         score: ``"dot"`` (seed 001's embedded Gaussian), ``"scaled_dot"``, ``"cosine"``, or a
             module/callable ``(query, key) -> logits`` applied per head to ``(B, heads, n, qk_dim/heads)``.
-        bias: give the projections a bias (seed 001's are purely linear: False).
+        bias: give theta, phi and g a bias (seed 001's are purely linear: False).
         temperature: divides the cosine score (> 0).
         normalize: ``"softmax"`` (seed 001's ``C = sum_i f``, ``f = exp(score)``) or ``"count"``
             (``f = score``, ``C`` = the number of keys a query may attend); see :func:`attend`.
         embed: learn theta and phi (True, seed 001). False compares the queries and keys as given,
             the non-local paper's Gaussian ``f = exp(q^T k)``: ``W_q`` and ``W_k`` are identities,
             and ``qk_dim`` is ``dim`` (which, for a built-in score, ``key_dim`` must equal).
+        qkv: hold theta, phi and g as one linear layer ``qkv`` (``dim -> 2 qk_dim + out_dim``, in
+            that order), so self-attention projects with one matrix product; needs ``key_dim ==
+            value_dim == dim`` and ``embed``. Cross-attention uses the slices of the same weight.
+        proj: add the output projection ``proj`` (``out_dim -> out_dim``) that mixes the heads.
+        proj_bias: give ``proj`` a bias.
+        attn_drop: dropout probability on the attention weights, in training.
+        proj_drop: dropout probability after ``proj``, in training (needs ``proj``).
+        device, dtype: where and in what dtype to create the parameters.
 
     Shape:
         - query: ``(B, n, dim)``
@@ -55,13 +81,14 @@ class Attention(nn.Module):
           queries are used as given: in self-attention over a padded set, zero the padded rows first
           (as :class:`foveal.attention.TransformerFusion` does) if they may hold NaN
         - output: ``(B, n, out_dim)``
-        - weights: ``(B, heads, n, m)`` or None
+        - weights: ``(B, heads, n, m)`` if ``need_weights`` (or recording), else None
 
     Example:
         >>> attn = Attention(16, heads=2)
-        >>> out, w = attn(torch.randn(3, 10, 16))
+        >>> out, w = attn(torch.randn(3, 10, 16), need_weights=True)
         >>> out.shape, w.shape
         (torch.Size([3, 10, 16]), torch.Size([3, 2, 10, 10]))
+        >>> vit_layer = Attention(768, heads=12, qkv=True, proj=True, bias=True)  # timm's layout
     """
 
     def __init__(
@@ -78,6 +105,13 @@ class Attention(nn.Module):
         temperature: float = 1.0,
         normalize: str = "softmax",
         embed: bool = True,
+        qkv: bool = False,
+        proj: bool = False,
+        proj_bias: bool = True,
+        attn_drop: float = 0.0,
+        proj_drop: float = 0.0,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
         key_dim = dim if key_dim is None else key_dim
@@ -85,6 +119,7 @@ class Attention(nn.Module):
         out_dim = value_dim if out_dim is None else out_dim
         if not embed and qk_dim not in (None, dim):
             raise FovealError(f"qk_dim: without theta and phi (embed=False) it is dim={dim}, got {qk_dim}")
+        check_flags(bias=bias, embed=embed, qkv=qkv, proj=proj, proj_bias=proj_bias)
         qk_dim = dim if qk_dim is None else qk_dim
         check_ints(dim=dim, key_dim=key_dim, value_dim=value_dim, out_dim=out_dim, qk_dim=qk_dim, heads=heads)
         for name, size in (("qk_dim", qk_dim), ("out_dim", out_dim)):
@@ -99,17 +134,48 @@ class Attention(nn.Module):
             )
         if score == "cosine":
             check_number("temperature", temperature, why="it divides the cosine score")
+        head_size = (qk_dim // heads) if embed else dim // heads
+        if (sizes := _score_sizes(score)) is not None and sizes != (head_size, head_size):
+            raise FovealError(
+                f"score: {type(score).__name__} compares vectors of sizes {sizes}, but each head's queries and "
+                f"keys have {head_size} (qk_dim / heads)"
+            )
         if normalize not in NORMALIZERS:
             raise FovealError(f"unknown normalize {normalize!r}; choose from: {', '.join(NORMALIZERS)}")
+        if qkv and not (embed and key_dim == value_dim == dim):
+            raise FovealError(
+                f"qkv: one fused projection needs embed=True and key_dim == value_dim == dim, got "
+                f"embed={embed}, key_dim={key_dim}, value_dim={value_dim}, dim={dim}"
+            )
+        for name, p in (("attn_drop", attn_drop), ("proj_drop", proj_drop)):
+            if check_number(name, p, bound=">= 0", why="a dropout probability") >= 1:
+                raise FovealError(f"{name}: expected a dropout probability in [0, 1), got {p!r}")
+        if proj_drop and not proj:
+            raise FovealError(f"proj_drop={proj_drop} drops the output projection's output: needs proj=True")
         self.dim, self.key_dim, self.value_dim = dim, key_dim, value_dim
+        self.qk_dim, self.out_dim = qk_dim, out_dim
         self.heads = heads
         self.temperature = temperature
         self.score = score
         self.normalize = normalize
-        # Identities without embed keep one forward for both forms, and add no parameters.
-        self.W_q = nn.Linear(dim, qk_dim, bias=bias) if embed else nn.Identity()  # theta
-        self.W_k = nn.Linear(key_dim, qk_dim, bias=bias) if embed else nn.Identity()  # phi
-        self.W_v = nn.Linear(value_dim, out_dim, bias=bias)  # g
+        factory = {"device": device, "dtype": dtype}
+        if qkv:
+            self.qkv = nn.Linear(dim, 2 * qk_dim + out_dim, bias=bias, **factory)
+        else:
+            # Identities without embed keep one forward for both forms, and add no parameters.
+            self.W_q = nn.Linear(dim, qk_dim, bias=bias, **factory) if embed else nn.Identity()  # theta
+            self.W_k = nn.Linear(key_dim, qk_dim, bias=bias, **factory) if embed else nn.Identity()  # phi
+            self.W_v = nn.Linear(value_dim, out_dim, bias=bias, **factory)  # g
+        self.attn_drop = nn.Dropout(attn_drop)  # its p goes to the kernel; a module, as in timm
+        self.proj = nn.Linear(out_dim, out_dim, bias=proj_bias, **factory) if proj else None
+        self.proj_drop = nn.Dropout(proj_drop) if proj else None
+
+    def extra_repr(self) -> str:
+        score = self.score if isinstance(self.score, str) else type(self.score).__name__
+        return (
+            f"dim={self.dim}, heads={self.heads}, key_dim={self.key_dim}, value_dim={self.value_dim}, "
+            f"qk_dim={self.qk_dim}, out_dim={self.out_dim}, score={score!r}, normalize={self.normalize!r}"
+        )
 
     def forward(
         self,
@@ -117,7 +183,7 @@ class Attention(nn.Module):
         key: Tensor | None = None,
         value: Tensor | None = None,
         mask: Tensor | None = None,
-        need_weights: bool = True,
+        need_weights: bool = False,
     ) -> AttentionOutput:
         key = query if key is None else key
         value = key if value is None else value
@@ -131,23 +197,129 @@ class Attention(nn.Module):
             # Padding must be zero before the projections: attend would zero the projected keys, but
             # the backward of W_k and W_v would still read the raw ones (0 * NaN in their gradients).
             reachable = mask.any(dim=-2)  # (B or 1, m)
-            key, value = drop_padding(key, reachable), drop_padding(value, reachable)
+            clean_key = drop_padding(key, reachable)
+            value = clean_key if value is key else drop_padding(value, reachable)
+            key = clean_key
             mask = mask.unsqueeze(-3)  # one mask for every head
-        q, k, v = (
-            rearrange(x, "b n (h d) -> b h n d", h=self.heads)
-            for x in (self.W_q(query), self.W_k(key), self.W_v(value))
-        )
+        q, k, v = self._project(query, key, value)
         out, weights = attend(
             q,
             k,
             v,
             score=self.score,
             mask=mask,
-            need_weights=need_weights,
+            need_weights=need_weights or (bool(maps._RECORDERS) and maps.wants_maps(self)),
             temperature=self.temperature,
             normalize=self.normalize,
+            dropout=self.attn_drop.p if self.training else 0.0,
         )
-        return AttentionOutput(rearrange(out, "b h n d -> b n (h d)"), weights)
+        out = out.transpose(1, 2).reshape(sizes["B"], sizes["n"], self.out_dim)
+        if self.proj is not None:
+            out = self.proj_drop(self.proj(out))
+        return AttentionOutput(out, weights)
+
+    def _project(self, query: Tensor, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """theta(query), phi(key), g(value), each split into heads: ``(B, heads, n or m, size / heads)``."""
+        sizes = (self.qk_dim, self.qk_dim, self.out_dim)
+        if not hasattr(self, "qkv"):
+            q, k, v = self.W_q(query), self.W_k(key), self.W_v(value)
+        elif key is query and value is query:  # self-attention: one product
+            q, k, v = self.qkv(query).split(sizes, dim=-1)
+        else:
+            w, b = self.qkv.weight.split(sizes), (None,) * 3 if self.qkv.bias is None else self.qkv.bias.split(sizes)
+            q = F.linear(query, w[0], b[0])
+            if value is key:
+                k, v = F.linear(key, torch.cat(w[1:]), None if b[1] is None else torch.cat(b[1:])).split(sizes[1:], -1)
+            else:
+                k, v = F.linear(key, w[1], b[1]), F.linear(value, w[2], b[2])
+        return tuple(x.unflatten(-1, (self.heads, -1)).transpose(1, 2) for x in (q, k, v))  # type: ignore[return-value]
+
+    @classmethod
+    def from_timm(cls, state_dict: Mapping[str, Tensor], heads: int, **options: object) -> Attention:
+        """A layer holding the weights of timm's ViT ``Attention`` (``qkv``, ``proj``), computing what it computes.
+
+        timm's layer projects ``x`` with ``qkv`` (``dim -> 3 dim``: the queries, keys and values, each
+        heads-major), attends per head with the ``1/sqrt(head size)`` scale, and mixes the heads
+        with ``proj``: this module with ``qkv=True, proj=True``, whose parameters have timm's names.
+
+        Args:
+            state_dict: the keys ``qkv.weight`` and ``proj.weight``, with ``qkv.bias`` and
+                ``proj.bias`` where the layer has them.
+            heads: the layer's number of heads (timm's ``num_heads``; a state dict does not say it).
+            options: more options of :class:`Attention` (``attn_drop``, ``proj_drop``, ``device``).
+        """
+        state = dict(state_dict)
+        extra = sorted(set(state) - {"qkv.weight", "qkv.bias", "proj.weight", "proj.bias"})
+        if "qkv.weight" not in state or "proj.weight" not in state or extra:
+            raise FovealError(
+                "state_dict: expected timm Attention keys qkv.weight, proj.weight (and their biases), "
+                f"got {sorted(state)}" + (" (q_norm/k_norm layers are not supported)" if extra else "")
+            )
+        weight = state["qkv.weight"]
+        dim = weight.shape[1]
+        if tuple(weight.shape) != (3 * dim, dim):
+            raise FovealError(f"qkv.weight: expected shape (3 dim, dim), got {tuple(weight.shape)}")
+        module = cls(
+            dim,
+            heads=heads,
+            qkv=True,
+            proj=True,
+            bias="qkv.bias" in state,
+            proj_bias="proj.bias" in state,
+            **{"dtype": weight.dtype, "device": weight.device, **options},  # type: ignore[arg-type]
+        )
+        module.load_state_dict(state, strict=True)
+        return module
+
+    @classmethod
+    def from_multihead(cls, state_dict: Mapping[str, Tensor], heads: int, **options: object) -> Attention:
+        """A layer holding the weights of an ``nn.MultiheadAttention``, computing what it computes.
+
+        ``in_proj_weight`` (or ``q_proj_weight``, ``k_proj_weight``, ``v_proj_weight`` where the key
+        and value sizes differ), ``in_proj_bias`` and ``out_proj`` become ``qkv`` (or ``W_q``,
+        ``W_k``, ``W_v``) and ``proj``. The layer is batch first, and its mask means "may be
+        attended" (torch's ``key_padding_mask`` and bool ``attn_mask`` mean the opposite: pass
+        ``~mask``); ``bias_k``/``bias_v`` (``add_bias_kv``) have no counterpart.
+
+        Args:
+            state_dict: ``nn.MultiheadAttention(...).state_dict()``.
+            heads: its ``num_heads``.
+            options: more options of :class:`Attention` (``attn_drop``, ``device``).
+        """
+        state = dict(state_dict)
+        if "bias_k" in state or "bias_v" in state:
+            raise FovealError("state_dict: add_bias_kv (bias_k, bias_v) has no counterpart in Attention")
+        if "out_proj.weight" not in state:
+            raise FovealError(
+                f"state_dict: expected nn.MultiheadAttention keys (out_proj.weight, ...), got {sorted(state)}"
+            )
+        dim = state["out_proj.weight"].shape[0]
+        bias = state.get("in_proj_bias")
+        common = dict(
+            heads=heads,
+            proj=True,
+            bias=bias is not None,
+            proj_bias="out_proj.bias" in state,
+            dtype=state["out_proj.weight"].dtype,
+            device=state["out_proj.weight"].device,
+        )
+        ours = {"proj.weight": state["out_proj.weight"]}
+        if "out_proj.bias" in state:
+            ours["proj.bias"] = state["out_proj.bias"]
+        if "in_proj_weight" in state:
+            module = cls(dim, qkv=True, **{**common, **options})  # type: ignore[arg-type]
+            ours["qkv.weight"] = state["in_proj_weight"]
+            if bias is not None:
+                ours["qkv.bias"] = bias
+        else:
+            key_dim, value_dim = state["k_proj_weight"].shape[1], state["v_proj_weight"].shape[1]
+            module = cls(dim, key_dim=key_dim, value_dim=value_dim, out_dim=dim, **{**common, **options})  # type: ignore[arg-type]
+            for name, i in (("q", 0), ("k", 1), ("v", 2)):
+                ours[f"W_{name}.weight"] = state[f"{name}_proj_weight"]
+                if bias is not None:
+                    ours[f"W_{name}.bias"] = bias[i * dim : (i + 1) * dim]
+        module.load_state_dict(ours, strict=True)
+        return module
 
     def example_inputs(self, batch: int = 2, generator: torch.Generator | None = None) -> tuple[Tensor, ...]:
         """Small random inputs for :meth:`forward` (used by the conformance tests)."""
@@ -155,3 +327,14 @@ class Attention(nn.Module):
         key = torch.randn(batch, 7, self.key_dim, generator=generator)
         value = torch.randn(batch, 7, self.value_dim, generator=generator)
         return query, key, value
+
+
+def _score_sizes(score: object) -> tuple[int, int] | None:
+    """The (query, key) vector sizes a built-in score module takes, or None where it does not say."""
+    if isinstance(score, Additive):
+        return score.W_q.in_features, score.W_k.in_features
+    if isinstance(score, Bilinear):
+        return tuple(score.weight.shape)  # type: ignore[return-value]
+    if isinstance(score, Concatenation):
+        return score.query_dim, score.w.in_features - score.query_dim
+    return None

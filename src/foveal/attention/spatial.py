@@ -157,6 +157,7 @@ class SpatialAttention(nn.Module):
             mask=mask,
             temperature=self.temperature,
             normalize=self.normalize,
+            need_weights=True,  # seed 000 returns (v_hat, alpha); alpha is (B, N), no bigger than V's sum
         )
         return AttentionOutput(v_hat.squeeze(1), alpha.squeeze(1)) if single else AttentionOutput(v_hat, alpha)
 

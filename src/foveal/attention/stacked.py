@@ -29,6 +29,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from foveal._checks import check_ints, check_module_dtype, check_shape
+from foveal.attention._masks import check_flags
 from foveal.attention.coords import grid_coords
 from foveal.attention.spatial import SpatialAttention
 from foveal.errors import FovealError
@@ -84,6 +85,7 @@ class StackedAttention(nn.Module):
     ) -> None:
         super().__init__()
         check_ints(dim=dim, k_dim=k_dim, hops=hops)
+        check_flags(relate=relate)
         self.dim, self.normalize = dim, normalize
         self.hops = nn.ModuleList(
             SpatialAttention(dim, dim, k_dim, score=score, normalize=normalize) for _ in range(hops)

@@ -1,0 +1,101 @@
+"""The fast paths of :func:`foveal.attention.attend`: SDPA under foveal's mask rules, and the O(N) count form.
+
+Each returns what the plain path would, to float rounding; ``tests/attention/test_kernels.py`` holds
+them to it.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from foveal._checks import tracing, work_dtype
+
+
+def _drop_unreachable(key: Tensor, value: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
+    # A key no query may attend is padding. Its weight is zero, but 0 * NaN = NaN in the weighted
+    # sum, in a cosine's norm and in every backward that reads it; a zero key and value are inert.
+    # A key that some query attends is data, and a NaN in it is the caller's to see.
+    mask = mask.reshape(*([1] * max(2 - mask.dim(), 0)), *mask.shape)
+    reachable = mask.any(dim=-2).unsqueeze(-1)  # (..., m, 1)
+    return torch.where(reachable, key, 0), torch.where(reachable, value, 0)
+
+
+def _fused(
+    query: Tensor, key: Tensor, value: Tensor, score: str, mask: Tensor | None, temperature: float, dropout: float
+) -> Tensor:
+    scale = {"dot": 1.0, "scaled_dot": None, "cosine": 1.0 / temperature}[score]
+    has_key = None
+    if mask is not None:
+        key, value, has_key = _guard_padding(key, value, mask)
+    if score == "cosine":
+        query, key = _unit(query), _unit(key)
+    lead = query.shape[:-2]
+    if query.dim() == 4 and key.shape[:-2] == lead and value.shape[:-2] == lead:
+        # Already SDPA's (batch, heads, n, d); a mask goes in as it is, broadcast by the kernel.
+        out = F.scaled_dot_product_attention(query, key, value, attn_mask=mask, dropout_p=dropout, scale=scale)
+        return out if has_key is None else torch.where(has_key, out, 0)
+    # SDPA's memory-efficient kernels take only (batch, heads, n, d) with equal batch and heads; any
+    # other layout silently runs its O(n m)-memory math kernel. So fold the broadcast leading dims
+    # into one batch dim with a single head (a view when nothing is broadcast) and unfold the output.
+    if key.shape[:-2] != lead or value.shape[:-2] != lead:
+        lead = torch.broadcast_shapes(lead, key.shape[:-2], value.shape[:-2])
+    if mask is not None:
+        mask = mask.reshape(*([1] * max(2 - mask.dim(), 0)), *mask.shape)
+        lead = torch.broadcast_shapes(lead, mask.shape[:-2])
+        if any(size != 1 for size in mask.shape[:-2]):
+            mask = mask.expand(*lead, *mask.shape[-2:]).reshape(-1, 1, *mask.shape[-2:])
+        else:  # one mask for every batch element: no copy
+            mask = mask.reshape(1, 1, *mask.shape[-2:])
+
+    def fold(x: Tensor) -> Tensor:
+        x = x if x.shape[:-2] == lead else x.expand(*lead, *x.shape[-2:])
+        return x.reshape(-1, 1, *x.shape[-2:])
+
+    out = F.scaled_dot_product_attention(
+        fold(query), fold(key), fold(value), attn_mask=mask, dropout_p=dropout, scale=scale
+    )
+    out = out.reshape(*lead, query.shape[-2], value.shape[-1])
+    return out if has_key is None else torch.where(has_key, out, 0)
+
+
+def _guard_padding(key: Tensor, value: Tensor, mask: Tensor) -> tuple[Tensor, Tensor, Tensor | None]:
+    """The keys and values SDPA may be given under ``mask``, and where rows have a key (None: all do).
+
+    The kernel gives a masked key weight 0, but ``0 * NaN`` is NaN, in the output and in every
+    gradient: padding must hold finite numbers. Rather than copy the keys and values with their
+    padding zeroed (two copies, twice the memory of SDPA's output), their sums are read (no copy):
+    only where one is not finite is the padding zeroed. A row with no key is set to zero afterwards,
+    since SDPA's CUDA kernels give it the mean of the values in 16 bits. Under tracing, where values
+    cannot be read, the padding is always zeroed and the rows always set.
+    """
+    has_key = mask.any(dim=-1, keepdim=True)
+    if tracing():
+        return (*_drop_unreachable(key, value, mask), has_key)
+    # One sum holds any NaN or Inf of either (inf - inf is NaN); float32, so that 16-bit sums do not overflow.
+    if not math.isfinite(key.sum(dtype=torch.float32).add_(value.sum(dtype=torch.float32)).item()):
+        key, value = _drop_unreachable(key, value, mask)
+    return key, value, None if has_key.all().item() else has_key
+
+
+def _count_linear(query: Tensor, key: Tensor, value: Tensor, score: str, temperature: float) -> Tensor:
+    """The count normaliser without weights in O(N): ``f = s(q) . s(k)`` is linear in ``s(q)``, so
+    ``sum_i f(q, k_i) v_i / m = s(q) (s(K)^T V) / m`` (the non-local paper's dot form, reassociated)."""
+    work = work_dtype(query.dtype, key.dtype, value.dtype)  # k^T v sums m products: float32 in 16 bits
+    dtype = value.dtype
+    query, key, value = query.to(work), key.to(work), value.to(work)
+    factor = 1.0 / max(key.shape[-2], 1)
+    if score == "scaled_dot":
+        factor /= math.sqrt(query.shape[-1])
+    elif score == "cosine":
+        query, key = _unit(query), _unit(key)
+        factor /= temperature
+    return ((query * factor) @ (key.transpose(-2, -1) @ value)).to(dtype)
+
+
+def _unit(x: Tensor, eps: float = 1e-8) -> Tensor:
+    # The epsilon keeps a zero vector at zero instead of 0/0 = NaN, in value and gradient.
+    return x / x.norm(dim=-1, keepdim=True).clamp_min(eps)

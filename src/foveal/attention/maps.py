@@ -1,0 +1,184 @@
+"""Attention maps from a whole model, by module name, whatever kernel runs; and attention rollout.
+
+Every foveal attention module returns its maps when asked (``need_weights=True``) and otherwise runs
+the fused kernel, which never builds them. :func:`record_maps` asks for all of them at once: while it
+is on, every foveal attention module inside the model computes its maps (even where the fused kernel
+would have run) and the recorder keeps them under the module's name in the model::
+
+    with record_maps(vit) as maps:
+        logits = vit(images)
+    maps["blocks.0.attn"]             # (B, heads, N, N)
+    attention_rollout([maps[f"blocks.{i}.attn"] for i in range(12)])
+
+:func:`attention_rollout` is Abnar and Zuidema's (2020) estimate of how much each output token
+draws on each input token through a stack of residual attention layers.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
+import torch
+from torch import Tensor, nn
+
+from foveal._checks import check_choice, check_number
+from foveal.errors import FovealError
+
+MAP_FIELDS = ("weights", "word_weights", "region_weights", "affinity", "image_to_words", "image_self", "question_self")
+"""The fields of the attention modules' outputs that hold maps; ``weights`` is recorded under the
+module's own name, any other field under ``name.field``."""
+
+HEAD_FUSIONS = ("mean", "max", "min")
+
+_RECORDERS: list[RecordedMaps] = []  # the recordings now on, innermost last
+
+
+class RecordedMaps(dict):
+    """The maps of one recording: ``{module name: map}``, each module's last call.
+
+    ``calls[name]`` holds every call's map in order, for a module called more than once per
+    forward pass (a recurrent hop, a shared block). A map that a module passed up unchanged from a
+    module inside it (a :class:`~foveal.attention.NonLocalBlock`'s from its inner attention) is
+    kept once, under the outer module's name.
+    """
+
+    def __init__(self, names: dict[int, str], detach: bool) -> None:
+        super().__init__()
+        self.calls: dict[str, list[Tensor]] = {}
+        self._names = names
+        self._detach = detach
+        self._owner: dict[int, tuple] = {}  # id of a module's map -> (its key, what was stored, the map)
+
+    def _add(self, key: str, tensor: Tensor) -> None:
+        stored = tensor.detach() if self._detach else tensor
+        inner = self._owner.pop(id(tensor), None)
+        if inner is not None and inner[2]() is tensor and inner[0] != key:
+            # The same tensor, passed up by an enclosing module: keep the outer name only.
+            name, kept, _ = inner
+            self.calls[name] = [t for t in self.calls[name] if t is not kept]
+            if self.calls[name]:
+                self[name] = self.calls[name][-1]
+            else:
+                del self.calls[name], self[name]
+        # A weak reference: an id alone could be a later tensor's, once the first is freed.
+        self._owner[id(tensor)] = (key, stored, weakref.ref(tensor))
+        self.calls.setdefault(key, []).append(stored)
+        self[key] = stored
+
+    def _hook(self, module: nn.Module, _inputs: object, output: object) -> None:
+        name = self._names[id(module)]
+        fields = getattr(output, "_fields", ())
+        for field in MAP_FIELDS:
+            if field not in fields:
+                continue
+            value = getattr(output, field)
+            key = name if field == "weights" else f"{name}.{field}" if name else field
+            if isinstance(value, Tensor):
+                self._add(key, value)
+            elif isinstance(value, tuple) and all(isinstance(v, Tensor) for v in value):
+                for i, v in enumerate(value):
+                    self._add(f"{key}.{i}", v)
+
+
+def wants_maps(module: nn.Module) -> bool:
+    """True while :func:`record_maps` records a model that holds ``module``: compute its maps."""
+    return any(id(module) in recorder._names for recorder in _RECORDERS)
+
+
+@contextmanager
+def record_maps(model: nn.Module, *, detach: bool = True) -> Iterator[RecordedMaps]:
+    """Record the attention maps of every foveal attention module in ``model``, by module name.
+
+    While the context is on, each of them computes its maps whatever was asked of it (so the fused
+    kernel gives way to the path that builds them; outputs are unchanged) and returns them. Outside
+    it, nothing is recorded and the modules run as before.
+
+    Args:
+        model: any module; the foveal attention modules in it (itself included) are recorded.
+        detach: record the maps without their autograd history (False keeps it, e.g. to take
+            gradients of a map).
+
+    Returns:
+        A :class:`RecordedMaps`, ``{name: map}``, filled as the model runs.
+
+    Example:
+        >>> from foveal.attention import Attention
+        >>> model = nn.Sequential(Attention(8, heads=2))
+        >>> with record_maps(model) as maps:
+        ...     out, weights = model(torch.randn(1, 5, 8))
+        >>> maps["0"].shape
+        torch.Size([1, 2, 5, 5])
+    """
+    if not isinstance(model, nn.Module):
+        raise FovealError(f"model: expected a torch.nn.Module, got {type(model).__name__}")
+    names = {id(m): name for name, m in model.named_modules() if _is_attention(m)}
+    recorder = RecordedMaps(names, detach)
+    handles = [m.register_forward_hook(recorder._hook) for m in model.modules() if id(m) in names]
+    _RECORDERS.append(recorder)
+    try:
+        yield recorder
+    finally:
+        _RECORDERS.remove(recorder)
+        for handle in handles:
+            handle.remove()
+
+
+def _is_attention(module: nn.Module) -> bool:
+    return type(module).__module__.startswith("foveal.attention.")
+
+
+def attention_rollout(
+    maps: Sequence[Tensor], *, head_fusion: str = "mean", discard_ratio: float = 0.0, residual: bool = True
+) -> Tensor:
+    """Attention rollout (Abnar and Zuidema 2020): how much each token draws on each input token.
+
+    For each layer, in order from the input: the heads are fused (their mean, max or min), the
+    lowest ``discard_ratio`` of each row's weights are set to zero, the identity is added for the
+    residual connection around the attention, and each row is renormalised to sum to 1::
+
+        A_l = normalise(fuse(W_l) + I),      rollout = A_L ... A_2 A_1
+
+    Args:
+        maps: one self-attention map per layer, first layer first: ``(B, heads, N, N)`` or ``(B, N, N)``.
+        head_fusion: ``"mean"`` (the paper's), ``"max"`` or ``"min"``.
+        discard_ratio: fraction in ``[0, 1)`` of each row's weights (the lowest) to drop.
+        residual: add the identity (True, the paper's); False multiplies the raw maps.
+
+    Returns:
+        ``(B, N, N)``: row ``j`` is output token ``j``'s share of each input token.
+
+    Example:
+        >>> w = torch.tensor([[[0.5, 0.5], [0.0, 1.0]]])
+        >>> attention_rollout([w])
+        tensor([[[0.7500, 0.2500],
+                 [0.0000, 1.0000]]])
+    """
+    check_choice("head_fusion", head_fusion, HEAD_FUSIONS)
+    check_number("discard_ratio", discard_ratio, bound=">= 0")
+    if discard_ratio >= 1:
+        raise FovealError(f"discard_ratio: expected a fraction in [0, 1), got {discard_ratio!r}")
+    if len(maps) == 0:
+        raise FovealError("maps: expected at least one layer's map, got none")
+    result = None
+    for l, w in enumerate(maps):
+        if not isinstance(w, Tensor) or w.dim() not in (3, 4) or w.shape[-1] != w.shape[-2]:
+            shape = tuple(w.shape) if isinstance(w, Tensor) else type(w).__name__
+            raise FovealError(f"maps[{l}]: expected a self-attention map (B, heads, N, N) or (B, N, N), got {shape}")
+        if w.dim() == 4:
+            w = {"mean": w.mean(dim=1), "max": w.amax(dim=1), "min": w.amin(dim=1)}[head_fusion]
+        n = w.shape[-1]
+        drop = int(n * discard_ratio)
+        if drop:
+            lowest = w.topk(drop, dim=-1, largest=False).indices
+            w = w.scatter(-1, lowest, 0)
+        if residual:
+            w = w + torch.eye(n, dtype=w.dtype, device=w.device)
+        w = w / w.sum(dim=-1, keepdim=True).clamp_min(torch.finfo(w.dtype).tiny)
+        if result is not None and result.shape != w.shape:
+            raise FovealError(
+                f"maps[{l}]: expected shape {tuple(result.shape)} after head fusion, got {tuple(w.shape)}"
+            )
+        result = w if result is None else w @ result
+    return result
