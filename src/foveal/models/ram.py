@@ -41,7 +41,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from foveal._checks import check_shape
+from foveal._checks import check_shape, work_dtype
 from foveal.glimpse import crop, gaussian_read
 from foveal.models.stn_classifier import CNN, GlimpseCNN
 from foveal.registry import MODELS
@@ -119,7 +119,9 @@ def glimpse_sensor(images: Tensor, locations: Tensor, size: int, scales: int) ->
     sizes = check_shape("images", images, ("B", "C", "H", "W"))
     check_shape("locations", locations, ("B", 2), sizes)
     H, W = images.shape[-2:]
-    centre = (locations.detach() + 1) / 2 * torch.tensor([W, H], dtype=locations.dtype, device=locations.device)
+    # Pixel positions in float32 for 16-bit locations: bfloat16 rounds them to even pixels beyond 256.
+    work = work_dtype(locations.dtype)
+    centre = (locations.detach().to(work) + 1) / 2 * torch.tensor([W, H], dtype=work, device=locations.device)
     patches = []
     for i in range(scales):
         side = size * 2**i
