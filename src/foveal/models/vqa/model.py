@@ -341,5 +341,5 @@ def _pool_regions(pool: Tensor, regions: Tensor, grouping: tuple[Tensor, Tensor,
     pictures = regions.shape[0]
     by_picture = pool.new_zeros(pictures, slots, K, N)
     by_picture[image_index, slot] = pool
-    pooled = (by_picture.view(pictures, slots * K, N) @ regions).view(pictures, slots, K, -1)
+    pooled = (by_picture.view(pictures, slots * K, N) @ regions).view(pictures, slots, K, regions.shape[-1])
     return pooled[image_index, slot]
