@@ -42,7 +42,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from foveal._checks import check_shape, tracing
+from foveal._checks import check_hw, check_ints, check_shape, tracing
 from foveal.glimpse.gaussian import draw_window, gaussian_read, gaussian_write
 from foveal.registry import MODELS
 from foveal.specs import resolve_spec
@@ -182,9 +182,9 @@ class DRAW(nn.Module):
         self.spec = spec = resolve_spec(DRAWSpec, spec, options)
         steps, enc_size, dec_size, z_size = spec.steps, spec.enc_size, spec.dec_size, spec.z_size
         attention, read_size, write_size = spec.attention, spec.read_size, spec.write_size
-        H, W = image_size
-        if min(H, W, channels, steps, enc_size, dec_size, z_size, read_size, write_size) < 1:
-            raise ValueError("DRAW: every size must be >= 1")
+        H, W = check_hw("image_size", image_size)
+        check_ints(channels=channels, steps=steps, enc_size=enc_size, dec_size=dec_size, z_size=z_size)
+        check_ints(read_size=read_size, write_size=write_size)
         self.image_size = (H, W)
         self.channels = channels
         self.steps = steps

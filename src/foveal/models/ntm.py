@@ -129,6 +129,13 @@ class NTM(nn.Module):
         check_choice("initial_state", initial_state, INITIAL_STATES)
         check_choice("output_from", output_from, OUTPUT_FROM)
         check_number("eps", eps, bound=">= 0")
+        check_number("memory_value", spec.memory_value, bound=None)
+        check_number("memory_learned_std", spec.memory_learned_std, bound=">= 0")
+        for name in ("gate_bias", "still_bias", "gamma_bias", "write_walk_bias", "read_walk_bias"):
+            check_number(name, getattr(spec, name), bound=None)
+        for name in ("read_gate_bias", "read_still_bias", "forget_bias"):
+            if getattr(spec, name) is not None:
+                check_number(name, getattr(spec, name), bound=None)
         self.input_size, self.output_size = input_size, output_size
         self.controller_kind, self.controller_size = controller, controller_size
         self.n_rows, self.n_cols, self.n_shifts = n_rows, n_cols, n_shifts

@@ -41,7 +41,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from foveal._checks import check_shape, work_dtype
+from foveal._checks import check_choice, check_ints, check_number, check_shape, work_dtype
 from foveal.glimpse import crop, gaussian_read
 from foveal.models.stn_classifier import CNN, GlimpseCNN
 from foveal.registry import MODELS
@@ -163,10 +163,12 @@ class RAM(nn.Module):
         self.spec = spec = resolve_spec(RAMSpec, spec, options)
         read, core, hidden, scales = spec.read, spec.core, spec.hidden, spec.scales
         steps, glimpse = spec.glimpses, spec.glimpse_size
-        if read not in ("hard", "gaussian"):
-            raise ValueError(f"read: expected 'hard' or 'gaussian', got {read!r}")
-        if core not in ("rnn", "lstm"):
-            raise ValueError(f"core: expected 'rnn' or 'lstm', got {core!r}")
+        check_choice("read", read, ("hard", "gaussian"))
+        check_choice("core", core, ("rnn", "lstm"))
+        check_ints(in_channels=in_channels, in_size=in_size, classes=classes, glimpses=steps, glimpse_size=glimpse)
+        check_ints(scales=scales, glimpse_hidden=spec.glimpse_hidden, location_hidden=spec.location_hidden)
+        check_ints(hidden=hidden)
+        check_number("std", spec.std, why="the location policy's standard deviation")
         self.in_channels, self.in_size = in_channels, in_size
         self.steps, self.glimpse, self.scales = steps, glimpse, scales
         self.hidden, self.std, self.read, self.core_kind = hidden, spec.std, read, core
