@@ -401,9 +401,10 @@ def test_16_bit_images_of_hundreds_of_pixels_sample_without_a_device_assert():
         for dtype in (torch.bfloat16, torch.float16):
             images = torch.randn(2, 2, 300, 300, generator=g).to("cuda", dtype)
             grid = (torch.rand(2, 16, 16, 2, generator=g) * 2 - 1).to("cuda", dtype)
-            out = bilinear_sample(images, grid, fast=False)
             expected = bilinear_sample(images.double(), grid.double(), fast=False)
-            torch.testing.assert_close(out.double(), expected, rtol=1e-2, atol=1e-2)
+            for fast in (False, True):
+                out = bilinear_sample(images, grid, fast=fast)
+                torch.testing.assert_close(out.double(), expected, rtol=1e-2, atol=1e-2, msg=f"{dtype} fast={fast}")
             boxes = torch.tensor([[290.0, 5.0], [float("nan"), 0.0]], device="cuda", dtype=dtype)
             assert (crop(images, boxes, (16, 16), fill=0.0)[1] == 0).all()
         torch.cuda.synchronize()

@@ -18,7 +18,15 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from foveal._checks import check_choice, check_floating, check_hw, check_shape, check_tensor, work_dtype
+from foveal._checks import (
+    LOW_PRECISION,
+    check_choice,
+    check_floating,
+    check_hw,
+    check_shape,
+    check_tensor,
+    work_dtype,
+)
 from foveal.errors import FovealError
 from foveal.glimpse._images import check_fill_number, check_image
 
@@ -219,7 +227,8 @@ def bilinear_sample(
             background's normalised value (``(0 - mean) / std``) or use ``"border"``.
         fast: ``True`` calls ``F.grid_sample`` (mode ``"bilinear"``); ``False`` runs
             :class:`BilinearSampler`, the seed's formula with hand-written gradients. They agree to
-            rounding (tests/glimpse/test_sampler.py).
+            rounding (tests/glimpse/test_sampler.py). 16-bit inputs are sampled in float32 on the CPU by
+            both, and by the reference on any device, then cast back.
 
     Raises:
         ValueError (:class:`~foveal.errors.FovealError`): a shape that does not fit, tensors that are
@@ -253,6 +262,11 @@ def bilinear_sample(
     fill_map = fill_map if padding == "zeros" else None
     if fill_map is not None:
         images = images - fill_map  # sample (U - fill) with zero padding, then add fill back
+    dtype = images.dtype
+    if fast and images.device.type == "cpu" and dtype in LOW_PRECISION:
+        # torch's CPU kernel reads the wrong memory for 16-bit images of a few hundred pixels (NaN or another
+        # pixel's value in some outputs); in float32 it reads the right pixels, and the result is cast back.
+        images, grid = images.float(), grid.float()
     if fast and padding == "border":
         # grid_sample's border mode clamps a NaN point to no pixel at all, and its backward pass then
         # writes out of bounds (a segmentation fault). Such a point reads pixel (0, 0) here, with no
@@ -273,7 +287,8 @@ def bilinear_sample(
             x, y = _clamp_open(x, W - 1), _clamp_open(y, H - 1)
         h, w = grid.shape[1:3]
         out = BilinearSampler.apply(images.to(work), x.reshape(B, h * w), y.reshape(B, h * w))
-        out = out.view(B, C, h, w).to(images.dtype)
+        out = out.view(B, C, h, w)
+    out = out.to(dtype)
     return out if fill_map is None else out + fill_map
 
 
