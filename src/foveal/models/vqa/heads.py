@@ -32,7 +32,6 @@ from foveal.attention import (
 )
 from foveal.attention.coattention import masked_mean
 from foveal.attention.grid import flatten_grid
-from foveal.errors import FovealError
 from foveal.registry import Registry
 
 
@@ -221,7 +220,7 @@ class StackedHead(VQAHead):
         super().__init__()
         for option, value, choices in (("readout", readout, READOUTS), ("gate_form", gate_form, GATE_FORMS)):
             if value not in choices:
-                raise FovealError(f"{option} must be one of {', '.join(choices)}, got {value!r}")
+                raise ValueError(f"{option} must be one of {', '.join(choices)}, got {value!r}")
         self.attention, self.readout, self.gate_form = attention, readout, gate_form
         self.normalize = attention.normalize
         self.gate = nn.Linear(attention.dim, attention.dim) if gate else None
@@ -240,11 +239,11 @@ class StackedHead(VQAHead):
     @temperature.setter
     def temperature(self, value: float) -> None:
         if not value > 0:
-            raise FovealError(f"temperature must be > 0, got {value!r}")
+            raise ValueError(f"temperature must be > 0, got {value!r}")
         if value != 1.0:
             for hop in self.attention.hops:
                 if hop.score != "additive":
-                    raise FovealError(f"temperature applies to the additive score, not {hop.score!r}")
+                    raise ValueError(f"temperature applies to the additive score, not {hop.score!r}")
         for hop in self.attention.hops:
             if isinstance(getattr(hop, "w_a", None), _DividedLinear):
                 hop.w_a.temperature = value
