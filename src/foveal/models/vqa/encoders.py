@@ -179,7 +179,7 @@ class QuestionEncoder(nn.Module):
     def _run(self, question: Tensor, length: Tensor, words: bool) -> tuple[Tensor | None, Tensor]:
         """The LSTM's state at every word ``(B, L, directions * hidden)``, zero after ``length`` (None
         unless ``words``), and its final states ``(directions, B, hidden)``."""
-        if tracing():
+        if tracing() or question.shape[0] == 0:  # packing takes neither a traced graph nor an empty batch
             return self._masked(question, length)
         embedded = self.embed(question)
         # Packed sequences skip the padding; packing reads the lengths on the host, so a traced graph

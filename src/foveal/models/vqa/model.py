@@ -109,7 +109,7 @@ def _slots_in_pictures(image_index: Tensor, pictures: int) -> tuple[Tensor, int]
     """:func:`_slot_in_picture` and the most questions a picture has. Run eagerly under ``torch.compile``: the
     count sizes a tensor, so the graph takes it as a number rather than reading it from a tensor inside."""
     slot = _slot_in_picture(image_index, pictures)
-    return slot, int(slot.max()) + 1
+    return slot, int(slot.max()) + 1 if len(slot) else 0
 
 
 @MODELS.register("vqa")
