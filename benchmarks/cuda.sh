@@ -4,6 +4,7 @@
 # loop.device=cuda.
 #
 #     OUT=runs/cuda bash benchmarks/cuda.sh
+#     OUT=results/cuda ONLY_TESTS=1 bash benchmarks/cuda.sh    # the tests alone, logged beside the results
 #
 # Runs from the repository root with foveal installed or on PYTHONPATH. Each stage has its own time limit,
 # so a stage that hangs or fails leaves the others' results; everything lands in $OUT. The stages run one
@@ -17,9 +18,16 @@ PY=${PYTHON:-python3}
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$OUT/gpu.txt"
 "$PY" -c "import torch; print('torch', torch.__version__, torch.cuda.get_device_name())" | tee -a "$OUT/gpu.txt"
 
-# The tests: recipes' steps against the CPU, compiled against eager, the graph pass, the fused attention
-timeout 170 "$PY" -m pytest -m cuda tests/test_cuda.py -p no:cacheprovider -o addopts="" -v -rs >"$OUT/tests.txt" 2>&1
-grep -E "PASSED|FAILED|SKIPPED|ERROR|passed|failed" "$OUT/tests.txt"
+# The tests: recipes' steps against the CPU, compiled against eager, the graph pass, the guarantees through every
+# SDPA kernel, the sampler and the NTM's addressing. All they print is kept in tests-output.txt, and their
+# summary line is added to tests.txt (with OUT=results/cuda, the log of every run).
+timeout 300 "$PY" -m pytest -m cuda tests/test_cuda.py -p no:cacheprovider -o addopts="" -v -rsx >"$OUT/tests-output.txt" 2>&1
+grep -E "PASSED|FAILED|SKIPPED|XFAIL|XPASS|ERROR|passed|failed" "$OUT/tests-output.txt"
+COMMIT=$(git rev-parse --short HEAD 2>/dev/null || echo "a copy without git")
+echo "pytest -m cuda tests/test_cuda.py ($COMMIT): $(tail -n 1 "$OUT/tests-output.txt" | tr -d '=' | sed 's/^ *//')" \
+    | tee -a "$OUT/tests.txt"
+# ONLY_TESTS=1 stops here (a machine lent for a few minutes)
+[ "${ONLY_TESTS:-0}" = 1 ] && exit 0
 
 # Attention through the CUDA kernels SDPA picks (empty rows, NaN padding, 16 bits), then foveal's attention
 # against SDPA, nn.MultiheadAttention and timm's layer in bfloat16 (results/cuda/attention-speed.jsonl)

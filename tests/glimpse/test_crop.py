@@ -1,5 +1,7 @@
 """crop: seed 003's I[y:y+h, x:x+w], batched, with out-of-bounds windows padded."""
 
+import math
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -46,3 +48,13 @@ def test_float_boxes_are_floored_and_image_gets_gradient():
 def test_shape_errors(images, boxes, size):
     with pytest.raises(ValueError):
         crop(images, boxes, size)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_16_bit_boxes_are_floored_and_non_finite_ones_read_fill(dtype):
+    # float16 cannot hold the distance that non-finite corners are moved to; the corners are widened first.
+    images = torch.arange(16.0).view(1, 1, 4, 4).expand(5, 1, 4, 4)
+    boxes = torch.tensor([[1.5, 2.0], [math.nan, 0.0], [math.inf, 0.0], [-math.inf, 0.0], [0.0, 6e4]]).to(dtype)
+    out = crop(images, boxes, (2, 2), fill=-1.0)
+    torch.testing.assert_close(out[0], crop(images[:1], torch.tensor([[1, 2]]), (2, 2))[0])
+    assert (out[1:] == -1).all()

@@ -1,5 +1,7 @@
 """Grid generator and bilinear sampler (seed 004) against the equation and against torch."""
 
+import math
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -140,3 +142,46 @@ def test_sampler_shape_errors():
         affine_grid(torch.zeros(2, 3, 2), (3, 3))
     with pytest.raises(ValueError):
         projective_grid(torch.zeros(2, 2, 3), (3, 3))
+
+
+@pytest.mark.parametrize("padding", ["zeros", "border"])
+@pytest.mark.parametrize("shape", [(0, 3, 4, 5), (2, 0, 4, 5)])
+def test_the_reference_sampler_returns_the_empty_result_as_the_fast_path_does(shape, padding):
+    images = torch.randn(*shape, requires_grad=True)
+    grid = (torch.rand(shape[0], 3, 2, 2) * 2 - 1).requires_grad_()
+    fast = bilinear_sample(images, grid, padding=padding)
+    reference = bilinear_sample(images, grid, padding=padding, fast=False)
+    assert reference.shape == fast.shape == F.grid_sample(images, grid, padding_mode=padding, align_corners=False).shape
+    reference.sum().backward()
+    assert images.grad.shape == images.shape and grid.grad.shape == grid.shape
+
+
+@pytest.mark.parametrize("fast", [False, True])
+@pytest.mark.parametrize("bad", [math.inf, -math.inf, math.nan])
+def test_a_point_that_is_not_finite_leaves_the_image_gradient_of_the_others_alone(bad, fast):
+    # The image gradient from the finite points must be what it is without the bad point, even where the
+    # bad point is clamped onto the same pixels (an infinite x lands on the last column).
+    g = torch.Generator().manual_seed(3)
+    images = torch.randn(1, 2, 4, 5, dtype=torch.float64, generator=g, requires_grad=True)
+    grid = torch.tensor([[[[0.7, 0.1], [bad, 0.1]], [[0.9, -0.2], [0.2, bad]]]], dtype=torch.float64)
+    finite = torch.isfinite(grid).all(-1)  # (1, 2, 2)
+    out = bilinear_sample(images, grid, fast=fast)
+    assert out.isnan().all(1).eq(~finite).all()  # the bad points read NaN, the others do not
+    (grad,) = torch.autograd.grad(out.masked_fill(~finite[:, None], 0).sum(), images)
+    clean = grid.masked_fill(~finite[..., None], 5.0)  # the bad points moved off the image
+    (expected,) = torch.autograd.grad(
+        bilinear_sample(images, clean, fast=fast).masked_fill(~finite[:, None], 0).sum(), images
+    )
+    torch.testing.assert_close(grad, expected, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_16_bit_images_of_hundreds_of_pixels_read_the_right_pixels(dtype):
+    # bfloat16 holds integers exactly only to 256 (float16 to 2048): flat pixel indices n * W + m computed in
+    # it fall between integers, on the wrong pixel or past the image's end.
+    g = torch.Generator().manual_seed(4)
+    images = torch.randn(2, 2, 300, 300, generator=g).to(dtype)
+    grid = (torch.rand(2, 16, 16, 2, generator=g) * 2 - 1).to(dtype)
+    out = bilinear_sample(images, grid, fast=False)
+    expected = bilinear_sample(images.double(), grid.double(), fast=False)  # the same points, exactly
+    torch.testing.assert_close(out.double(), expected, rtol=1e-2, atol=1e-2)

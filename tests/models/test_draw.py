@@ -469,3 +469,10 @@ def test_runs_of_steps_change_no_output(steps_per_call):
     for name in ("logits", "nll", "kl", "log_weight"):
         torch.testing.assert_close(getattr(in_runs, name), getattr(one_at_a_time, name), rtol=0, atol=0, msg=name)
         torch.testing.assert_close(getattr(recorded, name), getattr(one_at_a_time, name), rtol=0, atol=0, msg=name)
+
+
+@pytest.mark.parametrize("attention", [True, False])
+def test_an_empty_batch_gives_empty_outputs(attention):
+    model = DRAW((8, 8), 1, steps=2, enc_size=8, dec_size=8, z_size=3, attention=attention)
+    out = model(torch.zeros(0, 1, 8, 8))
+    assert out.logits.shape == (0, 1, 8, 8) and out.nll.shape == out.kl.shape == (0,)

@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+from foveal.errors import FovealError
 from foveal.memory import address, read, split_head_params, write
 from foveal.models.ntm import NTM
 from foveal.registry import MODELS
@@ -173,3 +174,35 @@ def test_forget_bias_sets_the_lstm_forget_gate_only():
     assert (model.controller.bias_ih[H : 2 * H] == 3.0).all() and (model.controller.bias_hh[H : 2 * H] == 0).all()
     assert not (default.controller.bias_ih[H : 2 * H] == 3.0).any()
     small(controller="feedforward", forget_bias=3.0)  # no forget gate: ignored
+
+
+def test_more_shift_taps_than_memory_rows_are_refused_at_construction():
+    with pytest.raises(FovealError, match=r"n_shifts: 5 shifts need at least as many memory rows, got n_rows=3"):
+        NTM(4, 3, controller_size=8, n_rows=3, n_cols=4, n_shifts=5)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"controller_size": 0},
+        {"n_rows": 0},
+        {"n_read_heads": 0},
+        {"n_write_heads": -1},
+        {"controller": "gru"},
+        {"initial_state": "zeros"},
+        {"eps": -1.0},
+    ],
+)
+def test_options_that_cannot_work_are_refused_at_construction_in_one_line(options):
+    with pytest.raises(FovealError) as error:
+        NTM(4, 3, **options)
+    assert next(iter(options)) in str(error.value) and "\n" not in str(error.value)
+
+
+@pytest.mark.parametrize("record", [False, True])
+def test_an_empty_batch_gives_empty_outputs(record):
+    ntm = NTM(4, 3, controller_size=8, n_rows=6, n_cols=5)
+    out = ntm(torch.zeros(0, 3, 4), record=record)
+    assert out.logits.shape == (0, 3, 3)
+    with pytest.raises(FovealError, match="at least one time step"):
+        ntm(torch.zeros(2, 0, 4))

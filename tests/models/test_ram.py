@@ -180,3 +180,11 @@ def test_the_recipe_spec_names_ram_or_a_baseline():
     assert type(model) is RAM and model.spec.glimpses == 2
     assert type(ram_or_baseline(1, 28, 10, RAMOrBaselineSpec(name="glimpse-cnn"))) is GlimpseCNN
     assert type(ram_or_baseline(1, 28, 10, RAMOrBaselineSpec(name="cnn"))) is CNN
+
+
+def test_glimpse_sensor_reads_the_same_pixels_for_16_bit_locations():
+    # bfloat16 holds pixel positions beyond 256 only to the even pixel: the corner is computed in float32.
+    images = torch.arange(600.0).expand(1, 1, 4, 600).contiguous()
+    locations = torch.tensor([[0.77, 0.0]]).to(torch.bfloat16)
+    expected = glimpse_sensor(images, locations.float(), 2, 2)
+    torch.testing.assert_close(glimpse_sensor(images, locations, 2, 2), expected, rtol=0, atol=0)

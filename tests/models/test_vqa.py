@@ -512,3 +512,13 @@ def test_relate_reaches_the_stacked_hops(head: str) -> None:
     first, second = related(*x).attention, plain(*x).attention
     assert_close(first[:, 0], second[:, 0])  # hop 1 has nothing to relate to
     assert not torch.allclose(first[:, 1], second[:, 1], atol=1e-3)
+
+
+@pytest.mark.parametrize("head", sorted(VQA_HEADS.names()))
+def test_an_empty_batch_gives_empty_outputs(head):
+    # Packing questions takes no empty batch, and neither does the most questions any picture has.
+    model = VQA(20, 12, head=head, dim=16, k_dim=8, channels=(4, 4), pointing=True)
+    no_questions = torch.zeros(0, 3, dtype=torch.long), torch.zeros(0, dtype=torch.long)
+    for image_index in (None, torch.zeros(0, dtype=torch.long)):
+        out = model(torch.randn(0, 3, 64, 64), *no_questions, image_index=image_index, boxes=torch.zeros(0, 4, 4))
+        assert out.logits.shape == (0, 12) and out.candidate_logits.shape == (0, 4)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from foveal._checks import check_hw, check_shape, check_tensor
+from foveal._checks import check_hw, check_shape, check_tensor, work_dtype
 from foveal.errors import FovealError
 from foveal.glimpse._images import check_fill_number, check_image
 
@@ -67,8 +67,9 @@ def crop(images: Tensor, boxes: Tensor, size: tuple[int, int], *, fill: float = 
     if corner.is_floating_point():
         # NaN and inf have no integer value (converting them is undefined): send them, and any corner
         # beyond int64's reach once the window is added, far off the image, where every pixel reads fill.
+        # float16 cannot hold that distance (it tops out at 65504): 16-bit corners are widened first.
         far = float(CORNER_LIMIT)
-        corner = corner.floor().nan_to_num(nan=-far).clamp(-far, far)
+        corner = corner.floor().to(work_dtype(corner.dtype)).nan_to_num(nan=-far).clamp(-far, far)
     corner = corner.long().clamp(-CORNER_LIMIT, CORNER_LIMIT)
     rows = corner[:, 1:2] + torch.arange(h, device=images.device)  # (B, h)
     cols = corner[:, 0:1] + torch.arange(w, device=images.device)  # (B, w)

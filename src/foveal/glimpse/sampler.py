@@ -18,7 +18,15 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from foveal._checks import check_choice, check_floating, check_hw, check_shape, check_tensor
+from foveal._checks import (
+    LOW_PRECISION,
+    check_choice,
+    check_floating,
+    check_hw,
+    check_shape,
+    check_tensor,
+    work_dtype,
+)
 from foveal.errors import FovealError
 from foveal.glimpse._images import check_fill_number, check_image
 
@@ -142,7 +150,8 @@ class BilinearSampler(torch.autograd.Function):
     no derivative of ``V``. We take the right derivative there, i.e. the pixels ``floor(x)`` (sign -1)
     and ``floor(x) + 1`` (sign +1), as ``F.grid_sample`` does; elsewhere it is the seed's formula.
 
-    A point that is not finite reads NaN, and touches no other point or sample.
+    A point that is not finite reads NaN, and touches no other point or sample: it passes no gradient
+    to the image, and gets none. 16-bit inputs are computed in float32 and cast back.
 
     Shape:
         - U: ``(B, C, H, W)``; x, y: ``(B, P)`` in pixels, floating point, the dtype of ``U``; output: ``(B, C, P)``
@@ -154,10 +163,12 @@ class BilinearSampler(torch.autograd.Function):
         check_shape("x", check_tensor("x", x), ("B", "P"), sizes)
         check_shape("y", check_tensor("y", y), ("B", "P"), sizes)
         check_floating(U=U, x=x, y=y)
-        V = 0
+        work = work_dtype(U.dtype)
+        V = U.new_zeros(U.shape[:2] + x.shape[1:], dtype=work)
         for index, inside, kx, ky, _, _ in _corners(U, x, y):
-            V = V + _gather(U, index) * (kx * ky * inside)[:, None]
-        return V
+            # where, not a product with inside: a pixel off the image adds nothing, even an inf one
+            V = V + torch.where(inside[:, None], _gather(U, index).to(work) * (kx * ky)[:, None], 0)
+        return torch.where(_finite(x, y)[:, None], V, torch.nan).to(U.dtype)
 
     @staticmethod
     def setup_context(ctx, inputs, output) -> None:
@@ -169,20 +180,27 @@ class BilinearSampler(torch.autograd.Function):
     def backward(ctx, grad_V: Tensor) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
         U, x, y = ctx.saved_tensors
         B, C, H, W = U.shape
-        grad_U = torch.zeros(B, C, H * W, dtype=U.dtype, device=U.device) if ctx.needs_input_grad[0] else None
-        grad_x = torch.zeros_like(x)
-        grad_y = torch.zeros_like(y)
+        work = work_dtype(U.dtype)
+        grad_V = grad_V.to(work)
+        grad_U = torch.zeros(B, C, H * W, dtype=work, device=U.device) if ctx.needs_input_grad[0] else None
+        grad_x = torch.zeros_like(x, dtype=work)
+        grad_y = torch.zeros_like(y, dtype=work)
+        # A point that is not finite has NaN kernel weights; torch.where (never a product with 0, which
+        # is NaN) keeps them out of the pixels it is clamped onto and out of its own gradient.
         for index, inside, kx, ky, sign_x, sign_y in _corners(U, x, y):
             if grad_U is not None:
-                grad_U.scatter_add_(2, index[:, None].expand(B, C, -1), grad_V * (kx * ky * inside)[:, None])
+                contribution = torch.where(inside[:, None], grad_V * (kx * ky)[:, None], 0)
+                grad_U.scatter_add_(2, index[:, None].expand(B, C, -1), contribution)
             if ctx.needs_input_grad[1] or ctx.needs_input_grad[2]:
                 # sum over channels of dL/dV_c U_nm, for the pixels on the image (the sums run over them)
-                g = (grad_V * _gather(U, index)).sum(1) * inside
+                g = (grad_V * _gather(U, index).to(work)).sum(1)
                 # d k(x - m) / dx = sign_x (+1 for m = floor(x) + 1, -1 for m = floor(x)); likewise for y
-                grad_x = grad_x + g * sign_x * ky
-                grad_y = grad_y + g * sign_y * kx
-        grad_U = grad_U.view(B, C, H, W) if grad_U is not None else None
-        return grad_U, grad_x if ctx.needs_input_grad[1] else None, grad_y if ctx.needs_input_grad[2] else None
+                grad_x = grad_x + torch.where(inside, g * sign_x * ky, 0)
+                grad_y = grad_y + torch.where(inside, g * sign_y * kx, 0)
+        grad_U = grad_U.view(B, C, H, W).to(U.dtype) if grad_U is not None else None
+        grad_x = grad_x.to(x.dtype) if ctx.needs_input_grad[1] else None
+        grad_y = grad_y.to(y.dtype) if ctx.needs_input_grad[2] else None
+        return grad_U, grad_x, grad_y
 
 
 def bilinear_sample(
@@ -209,7 +227,8 @@ def bilinear_sample(
             background's normalised value (``(0 - mean) / std``) or use ``"border"``.
         fast: ``True`` calls ``F.grid_sample`` (mode ``"bilinear"``); ``False`` runs
             :class:`BilinearSampler`, the seed's formula with hand-written gradients. They agree to
-            rounding (tests/glimpse/test_sampler.py).
+            rounding (tests/glimpse/test_sampler.py). 16-bit inputs are sampled in float32 on the CPU by
+            both, and by the reference on any device, then cast back.
 
     Raises:
         ValueError (:class:`~foveal.errors.FovealError`): a shape that does not fit, tensors that are
@@ -243,6 +262,11 @@ def bilinear_sample(
     fill_map = fill_map if padding == "zeros" else None
     if fill_map is not None:
         images = images - fill_map  # sample (U - fill) with zero padding, then add fill back
+    dtype = images.dtype
+    if fast and images.device.type == "cpu" and dtype in LOW_PRECISION:
+        # torch's CPU kernel reads the wrong memory for 16-bit images of a few hundred pixels (NaN or another
+        # pixel's value in some outputs); in float32 it reads the right pixels, and the result is cast back.
+        images, grid = images.float(), grid.float()
     if fast and padding == "border":
         # grid_sample's border mode clamps a NaN point to no pixel at all, and its backward pass then
         # writes out of bounds (a segmentation fault). Such a point reads pixel (0, 0) here, with no
@@ -255,12 +279,16 @@ def bilinear_sample(
     elif fast:
         out = F.grid_sample(images, grid, mode="bilinear", padding_mode=padding, align_corners=align_corners)
     else:
-        x = _to_pixels(grid[..., 0], W, align_corners)
-        y = _to_pixels(grid[..., 1], H, align_corners)
+        # In float32 for 16-bit inputs: bfloat16 pixel coordinates are off by a pixel beyond 256.
+        work = work_dtype(images.dtype)
+        x = _to_pixels(grid[..., 0].to(work), W, align_corners)
+        y = _to_pixels(grid[..., 1].to(work), H, align_corners)
         if padding == "border":
             x, y = _clamp_open(x, W - 1), _clamp_open(y, H - 1)
         h, w = grid.shape[1:3]
-        out = BilinearSampler.apply(images, x.reshape(B, h * w), y.reshape(B, h * w)).view(B, C, h, w)
+        out = BilinearSampler.apply(images.to(work), x.reshape(B, h * w), y.reshape(B, h * w))
+        out = out.view(B, C, h, w)
+    out = out.to(dtype)
     return out if fill_map is None else out + fill_map
 
 
@@ -296,29 +324,47 @@ def _fill(fill: float | Tensor, C: int, images: Tensor) -> Tensor | None:
 
 
 def _gather(U: Tensor, index: Tensor) -> Tensor:
-    B, C = U.shape[:2]
-    return U.reshape(B, C, -1).gather(2, index[:, None].expand(B, C, -1))
+    B, C, H, W = U.shape
+    return U.reshape(B, C, H * W).gather(2, index[:, None].expand(B, C, -1))
+
+
+def _finite(x: Tensor, y: Tensor) -> Tensor:
+    return torch.isfinite(x) & torch.isfinite(y)
 
 
 def _corners(U: Tensor, x: Tensor, y: Tensor) -> list[tuple[Tensor, Tensor, Tensor, Tensor, int, int]]:
     """The four pixels ``(m, n)`` with a non-zero kernel weight around each point.
 
     Returns ``(flat index, inside, k(x - m), k(y - n), sign_x, sign_y)`` per corner, where ``inside``
-    is 1.0 for pixels on the image (0.0 otherwise: the seed's sums run over the image only) and
-    ``sign`` is the derivative of ``k`` with respect to the point (-1 for ``floor``, +1 for ``floor + 1``).
+    is True for pixels on the image (the seed's sums run over them only; a point that is not finite
+    has none) and ``sign`` is the derivative of ``k`` with respect to the point (-1 for ``floor``,
+    +1 for ``floor + 1``). The weights are in :func:`~foveal._checks.work_dtype`.
     """
     H, W = U.shape[-2:]
+    work = work_dtype(U.dtype)
+    x, y = x.to(work), y.to(work)
     x0, y0 = x.detach().floor(), y.detach().floor()
     kx1, ky1 = x - x0, y - y0  # k(x - (x0 + 1)) = 1 - (x0 + 1 - x) = x - x0
+    # Pixel indices are integers: a 16-bit float holds neither m + 1 nor n * W exactly beyond 256
+    # (bfloat16) or 2048 (float16), which would read the wrong pixel or one past the image.
+    m0, n0 = _pixel(x0, W), _pixel(y0, H)
     corners = []
-    for m, kx, sign_x in ((x0, 1 - kx1, -1), (x0 + 1, kx1, 1)):
-        for n, ky, sign_y in ((y0, 1 - ky1, -1), (y0 + 1, ky1, 1)):
-            inside = ((m >= 0) & (m <= W - 1) & (n >= 0) & (n <= H - 1)).to(U.dtype)
-            # A NaN point has no pixel: it reads pixel 0 (clamp passes NaN through, and NaN has no
-            # integer), and its kernel weights, NaN themselves, make the value NaN.
-            index = (n.nan_to_num(0.0).clamp(0, H - 1) * W + m.nan_to_num(0.0).clamp(0, W - 1)).long()
+    for m, kx, sign_x in ((m0, 1 - kx1, -1), (m0 + 1, kx1, 1)):
+        for n, ky, sign_y in ((n0, 1 - ky1, -1), (n0 + 1, ky1, 1)):
+            inside = (m >= 0) & (m <= W - 1) & (n >= 0) & (n <= H - 1)
+            index = n.clamp(0, H - 1) * W + m.clamp(0, W - 1)
             corners.append((index, inside, kx, ky, sign_x, sign_y))
     return corners
+
+
+def _pixel(floor: Tensor, size: int) -> Tensor:
+    """``floor`` as int64, moved to -2 where it lies off the image by more than a pixel or is not finite.
+
+    Converting NaN, inf or a number beyond int64 to an integer is undefined; any index off the image by
+    two reads nothing, so all of them become -2, whose two corners (-2 and -1) are both off the image.
+    """
+    on_image = (floor >= -1) & (floor <= size)
+    return torch.where(on_image, floor, -2).long()
 
 
 __all__ = [

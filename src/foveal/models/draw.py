@@ -42,7 +42,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from foveal._checks import check_shape, tracing
+from foveal._checks import check_hw, check_ints, check_shape, tracing
 from foveal.glimpse.gaussian import draw_window, gaussian_read, gaussian_write
 from foveal.registry import MODELS
 from foveal.specs import resolve_spec
@@ -182,9 +182,9 @@ class DRAW(nn.Module):
         self.spec = spec = resolve_spec(DRAWSpec, spec, options)
         steps, enc_size, dec_size, z_size = spec.steps, spec.enc_size, spec.dec_size, spec.z_size
         attention, read_size, write_size = spec.attention, spec.read_size, spec.write_size
-        H, W = image_size
-        if min(H, W, channels, steps, enc_size, dec_size, z_size, read_size, write_size) < 1:
-            raise ValueError("DRAW: every size must be >= 1")
+        H, W = check_hw("image_size", image_size)
+        check_ints(channels=channels, steps=steps, enc_size=enc_size, dec_size=dec_size, z_size=z_size)
+        check_ints(read_size=read_size, write_size=write_size)
         self.image_size = (H, W)
         self.channels = channels
         self.steps = steps
@@ -242,12 +242,11 @@ class DRAW(nn.Module):
             - params: ``(B, 5)`` raw read-head parameters (ignored without attention)
             - output: ``(B, 2 C N^2)`` or ``(B, 2 C H W)``
         """
-        B = x.shape[0]
         if not self.attention:
-            return torch.cat([x.reshape(B, -1), x_hat.reshape(B, -1)], dim=1)
+            return torch.cat([x.flatten(1), x_hat.flatten(1)], dim=1)
         # x and x_hat ride in one pair of batched products; dense (no window cut, no .item()): at
         # DRAW's sizes the whole image is small, and the dense product is exact.
-        return gaussian_read(x, params, self.read_size, x_hat, truncate=False).output.reshape(B, -1)
+        return gaussian_read(x, params, self.read_size, x_hat, truncate=False).output.flatten(1)
 
     def write(self, patch: Tensor, params: Tensor | None) -> Tensor:
         """``(1 / gamma) F_Y^T w F_X`` with ``w`` the patch, or the patch itself without attention.
@@ -272,8 +271,8 @@ class DRAW(nn.Module):
         enc_gates = torch.cat([enc.weight_ih, enc.weight_hh], dim=1)  # columns: [read | h_dec | h_enc]
         enc_bias = enc.bias_ih + enc.bias_hh
         if not self.attention:  # read = [x, x_hat]: the x half of the encoder's input product is constant
-            pixels = x[0].numel()
-            enc_bias = F.linear(x.reshape(x.shape[0], -1), enc.weight_ih[:, :pixels], enc_bias)
+            pixels = math.prod(x.shape[1:])
+            enc_bias = F.linear(x.flatten(1), enc.weight_ih[:, :pixels], enc_bias)
             enc_gates = enc_gates[:, pixels:]
         dec_gates = torch.cat([dec.weight_ih, dec.weight_hh], dim=1)  # columns: [z | h_dec]
         heads = (self.write_patch, self.write_head, self.read_head) if self.attention else (self.write_patch,)
@@ -303,9 +302,9 @@ class DRAW(nn.Module):
         Returns the next state, ``(mu_t, log sigma_t)`` stacked ``(2, B, Z)``, ``z_t`` and the write
         head's parameters (None without attention).
         """
-        B, Z = x.shape[0], self.z_size
+        Z = self.z_size
         x_hat = x - torch.sigmoid(state.canvas)
-        read = self.read(x, x_hat, state.read_p) if self.attention else x_hat.reshape(B, -1)
+        read = self.read(x, x_hat, state.read_p) if self.attention else x_hat.flatten(1)
         enc_in = torch.cat([read, state.h_dec, state.h_enc], dim=1)
         h_enc, c_enc = self._lstm(torch.addmm(weights.enc_bias, enc_in, weights.enc_gates.t()), state.c_enc)
         stats = self.latent(h_enc)

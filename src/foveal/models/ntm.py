@@ -23,8 +23,9 @@ from typing import Any, Literal, NamedTuple
 import torch
 from torch import Tensor, nn
 
-from foveal._checks import check_shape
-from foveal.memory import MemoryInit, address, head_param_size, read, split_head_params, write
+from foveal._checks import check_choice, check_int, check_ints, check_number, check_shape
+from foveal.errors import FovealError
+from foveal.memory import MemoryInit, address, head_param_size, read, shift_offsets, split_head_params, write
 from foveal.registry import MODELS
 from foveal.specs import resolve_spec
 
@@ -118,14 +119,23 @@ class NTM(nn.Module):
         n_read_heads, n_write_heads = spec.n_read_heads, spec.n_write_heads
         initial_state, output_from, eps = spec.initial_state, spec.output_from, spec.eps
         gate_bias, still_bias = spec.gate_bias, spec.still_bias
-        if controller not in CONTROLLERS:
-            raise ValueError(f"unknown controller {controller!r}; choose from: {', '.join(CONTROLLERS)}")
-        if initial_state not in INITIAL_STATES:
-            raise ValueError(f"unknown initial_state {initial_state!r}; choose from: {', '.join(INITIAL_STATES)}")
-        if output_from not in OUTPUT_FROM:
-            raise ValueError(f"unknown output_from {output_from!r}; choose from: {', '.join(OUTPUT_FROM)}")
-        if n_read_heads < 1 or n_write_heads < 0:
-            raise ValueError("an NTM needs at least one read head and no negative number of write heads")
+        check_ints(input_size=input_size, output_size=output_size, controller_size=controller_size)
+        check_ints(n_rows=n_rows, n_cols=n_cols, n_read_heads=n_read_heads)
+        check_int("n_write_heads", n_write_heads, minimum=0)
+        shift_offsets(n_shifts)
+        if n_shifts > n_rows:  # a circular shift by more than the memory's length reads rows twice
+            raise FovealError(f"n_shifts: {n_shifts} shifts need at least as many memory rows, got n_rows={n_rows}")
+        check_choice("controller", controller, CONTROLLERS)
+        check_choice("initial_state", initial_state, INITIAL_STATES)
+        check_choice("output_from", output_from, OUTPUT_FROM)
+        check_number("eps", eps, bound=">= 0")
+        check_number("memory_value", spec.memory_value, bound=None)
+        check_number("memory_learned_std", spec.memory_learned_std, bound=">= 0")
+        for name in ("gate_bias", "still_bias", "gamma_bias", "write_walk_bias", "read_walk_bias"):
+            check_number(name, getattr(spec, name), bound=None)
+        for name in ("read_gate_bias", "read_still_bias", "forget_bias"):
+            if getattr(spec, name) is not None:
+                check_number(name, getattr(spec, name), bound=None)
         self.input_size, self.output_size = input_size, output_size
         self.controller_kind, self.controller_size = controller, controller_size
         self.n_rows, self.n_cols, self.n_shifts = n_rows, n_cols, n_shifts
@@ -217,10 +227,12 @@ class NTM(nn.Module):
         raw = self.heads(h)
         raw_read, raw_write = raw.split([Hr * self.read_param_size, Hw * self.write_param_size], dim=-1)
         if Hw:
-            p = split_head_params(raw_write.view(batch, Hw, -1), self.n_cols, self.n_shifts, write=True)
+            p = split_head_params(
+                raw_write.view(batch, Hw, self.write_param_size), self.n_cols, self.n_shifts, write=True
+            )
             w_write = address(p.key, p.beta, p.gate, p.shift, p.gamma, memory, w_write, self.eps)
             memory = write(memory, w_write, p.erase, p.add)
-        p = split_head_params(raw_read.view(batch, Hr, -1), self.n_cols, self.n_shifts, write=False)
+        p = split_head_params(raw_read.view(batch, Hr, self.read_param_size), self.n_cols, self.n_shifts, write=False)
         w_read = address(p.key, p.beta, p.gate, p.shift, p.gamma, memory, w_read, self.eps)
         reads = read(memory, w_read)
         out_in = torch.cat([h, reads.flatten(1)], dim=-1) if self.output_from == "both" else reads.flatten(1)
@@ -238,6 +250,8 @@ class NTM(nn.Module):
     def forward(self, x: Tensor, *, record: bool = False) -> NTMOutput:
         check_shape("x", x, ("B", "T", self.input_size))
         length = x.shape[1]
+        if length == 0:
+            raise FovealError(f"x: expected at least one time step, got shape {tuple(x.shape)}")
         state = self.initial_state(x.shape[0], x.dtype)
         # Time-major and contiguous: every step's input has the same strides whatever the length.
         x = x.transpose(0, 1).contiguous()

@@ -41,7 +41,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from foveal._checks import check_shape
+from foveal._checks import check_choice, check_ints, check_number, check_shape, work_dtype
 from foveal.glimpse import crop, gaussian_read
 from foveal.models.stn_classifier import CNN, GlimpseCNN
 from foveal.registry import MODELS
@@ -119,7 +119,9 @@ def glimpse_sensor(images: Tensor, locations: Tensor, size: int, scales: int) ->
     sizes = check_shape("images", images, ("B", "C", "H", "W"))
     check_shape("locations", locations, ("B", 2), sizes)
     H, W = images.shape[-2:]
-    centre = (locations.detach() + 1) / 2 * torch.tensor([W, H], dtype=locations.dtype, device=locations.device)
+    # Pixel positions in float32 for 16-bit locations: bfloat16 rounds them to even pixels beyond 256.
+    work = work_dtype(locations.dtype)
+    centre = (locations.detach().to(work) + 1) / 2 * torch.tensor([W, H], dtype=work, device=locations.device)
     patches = []
     for i in range(scales):
         side = size * 2**i
@@ -161,10 +163,12 @@ class RAM(nn.Module):
         self.spec = spec = resolve_spec(RAMSpec, spec, options)
         read, core, hidden, scales = spec.read, spec.core, spec.hidden, spec.scales
         steps, glimpse = spec.glimpses, spec.glimpse_size
-        if read not in ("hard", "gaussian"):
-            raise ValueError(f"read: expected 'hard' or 'gaussian', got {read!r}")
-        if core not in ("rnn", "lstm"):
-            raise ValueError(f"core: expected 'rnn' or 'lstm', got {core!r}")
+        check_choice("read", read, ("hard", "gaussian"))
+        check_choice("core", core, ("rnn", "lstm"))
+        check_ints(in_channels=in_channels, in_size=in_size, classes=classes, glimpses=steps, glimpse_size=glimpse)
+        check_ints(scales=scales, glimpse_hidden=spec.glimpse_hidden, location_hidden=spec.location_hidden)
+        check_ints(hidden=hidden)
+        check_number("std", spec.std, why="the location policy's standard deviation")
         self.in_channels, self.in_size, self.classes = in_channels, in_size, classes
         self.steps, self.glimpse, self.scales = steps, glimpse, scales
         self.hidden, self.std, self.read, self.core_kind = hidden, spec.std, read, core

@@ -30,7 +30,8 @@ from typing import Any, Literal, NamedTuple
 import torch
 from torch import Tensor, nn
 
-from foveal._checks import check_shape
+from foveal._checks import check_choice, check_int, check_ints, check_number, check_shape
+from foveal.errors import FovealError
 from foveal.glimpse.transformer import IDENTITY, Read, SpatialTransformer, Transform
 from foveal.models.pooling import MaxPool2d
 from foveal.registry import MODELS
@@ -103,6 +104,11 @@ class GlimpseCNNSpec:
     hidden: int = 256  # rectified units of the hidden layer
 
 
+def _check_dropout(p: float) -> None:
+    if check_number("dropout", p, bound=">= 0") >= 1:
+        raise FovealError(f"dropout: expected a probability in [0, 1), got {p!r}")
+
+
 def _pooled(size: int, stages: int) -> int:
     for _ in range(stages):
         size //= 2
@@ -135,10 +141,12 @@ class CNN(nn.Module):
         super().__init__()
         self.spec = spec = resolve_spec(CNNSpec, spec, options)
         width = spec.width
+        check_ints(in_channels=in_channels, classes=classes, width=width, hidden=spec.hidden)
+        _check_dropout(spec.dropout)
         self.in_channels, self.in_size, self.classes = in_channels, in_size, classes
-        side = _pooled(in_size, 2)
+        side = _pooled(check_int("in_size", in_size), 2)
         if side < 1:
-            raise ValueError(f"in_size: expected at least 4 pixels, got {in_size}")
+            raise FovealError(f"in_size: expected at least 4 pixels, got {in_size}")
         self.features = nn.Sequential(
             nn.Conv2d(in_channels, width, 5, padding=2),
             nn.ReLU(),
@@ -221,8 +229,11 @@ class STCNN(nn.Module):
     ) -> None:
         super().__init__()
         self.spec = spec = resolve_spec(STCNNSpec, spec, options)
-        if spec.transform not in IDENTITY:
-            raise ValueError(f"transform: expected one of {tuple(IDENTITY)}, got {spec.transform!r}")
+        check_ints(in_channels=in_channels, in_size=in_size, classes=classes)
+        check_choice("transform", spec.transform, tuple(IDENTITY))
+        check_ints(loc_width=spec.loc_width, loc_hidden=spec.loc_hidden)
+        if spec.out_size is not None:
+            check_int("out_size", spec.out_size)
         self.in_channels, self.in_size, self.classes = in_channels, in_size, classes
         out_size = spec.out_size or in_size
         n_params = len(IDENTITY[spec.transform])
@@ -280,6 +291,9 @@ class GlimpseCNN(nn.Module):
     ) -> None:
         super().__init__()
         self.spec = spec = resolve_spec(GlimpseCNNSpec, spec, options)
+        check_ints(in_channels=in_channels, classes=classes, filters=spec.filters, hidden=spec.hidden)
+        if check_int("in_size", in_size) < 10:
+            raise FovealError(f"in_size: expected at least 10 pixels (the one 10 x 10 filter), got {in_size}")
         self.in_channels, self.in_size, self.classes = in_channels, in_size, classes
         side = (in_size - 10) // 5 + 1
         self.net = nn.Sequential(

@@ -11,8 +11,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from foveal._checks import check_index, check_shape, tracing
+from foveal._checks import check_choice, check_index, check_int, check_ints, check_shape, tracing
 from foveal.attention.coords import AddCoords
+from foveal.errors import FovealError
 from foveal.models.pooling import MaxPool2d
 
 
@@ -53,15 +54,19 @@ class GridEncoder(nn.Module):
         stem: str = "conv",
     ) -> None:
         super().__init__()
-        if stem not in ("conv", "patch", "pixels"):
-            raise ValueError(f"stem must be 'conv', 'patch' or 'pixels', got {stem!r}")
+        check_choice("stem", stem, ("conv", "patch", "pixels"))
+        check_ints(image_size=image_size, grid=grid, stem_stride=stem_stride)
+        if not channels:
+            raise FovealError("channels: expected at least one block's width, got ()")
+        for c in channels:
+            check_int("channels", c)
         layers: list[nn.Module] = [AddCoords()] if coords else []
         size, c_in = image_size, 3 + 2 * coords
         if stem in ("patch", "pixels"):
             cell = image_size // grid
             # like the pooling of the conv stem, the cells cover the top-left grid * cell pixels
             if cell < 1 or image_size // cell != grid:
-                raise ValueError(
+                raise FovealError(
                     f"a {stem} stem cannot cut {image_size} px into {grid} cells of whole pixels: "
                     f"{image_size} // {grid} = {cell} px cells make {image_size // max(cell, 1)}"
                 )
@@ -81,7 +86,7 @@ class GridEncoder(nn.Module):
                 size //= 2
             c_in = c_out
         if size != grid:
-            raise ValueError(f"cannot pool {image_size} px down to a {grid}-cell grid with {len(channels)} blocks")
+            raise FovealError(f"cannot pool {image_size} px down to a {grid}-cell grid with {len(channels)} blocks")
         self.net = nn.Sequential(*layers)
         self.image_size, self.grid = image_size, grid
 
@@ -144,8 +149,9 @@ class QuestionEncoder(nn.Module):
 
     def __init__(self, vocab_size: int, dim: int, *, embed_dim: int = 32, bidirectional: bool = True) -> None:
         super().__init__()
+        check_ints(vocab_size=vocab_size, dim=dim, embed_dim=embed_dim)
         if bidirectional and dim % 2:
-            raise ValueError(f"a BiLSTM question vector needs an even dim, got {dim}")
+            raise FovealError(f"a BiLSTM question vector needs an even dim, got {dim}")
         self.embed = nn.Embedding(vocab_size, embed_dim, padding_idx=0)
         hidden = dim // 2 if bidirectional else dim
         self.lstm = nn.LSTM(embed_dim, hidden, batch_first=True, bidirectional=bidirectional)
@@ -173,7 +179,7 @@ class QuestionEncoder(nn.Module):
     def _run(self, question: Tensor, length: Tensor, words: bool) -> tuple[Tensor | None, Tensor]:
         """The LSTM's state at every word ``(B, L, directions * hidden)``, zero after ``length`` (None
         unless ``words``), and its final states ``(directions, B, hidden)``."""
-        if tracing():
+        if tracing() or question.shape[0] == 0:  # packing takes neither a traced graph nor an empty batch
             return self._masked(question, length)
         embedded = self.embed(question)
         # Packed sequences skip the padding; packing reads the lengths on the host, so a traced graph

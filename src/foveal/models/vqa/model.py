@@ -8,7 +8,7 @@ from typing import Any, Literal, NamedTuple
 import torch
 from torch import Tensor, nn
 
-from foveal._checks import check_index, check_shape
+from foveal._checks import check_index, check_ints, check_shape
 from foveal.attention import Additive, box_weights
 from foveal.attention.coords import add_coords
 from foveal.attention.grid import flatten_grid
@@ -112,7 +112,7 @@ def _slots_in_pictures(image_index: Tensor, pictures: int) -> tuple[Tensor, int]
     """:func:`_slot_in_picture` and the most questions a picture has. Run eagerly under ``torch.compile``: the
     count sizes a tensor, so the graph takes it as a number rather than reading it from a tensor inside."""
     slot = _slot_in_picture(image_index, pictures)
-    return slot, int(slot.max()) + 1
+    return slot, int(slot.max()) + 1 if len(slot) else 0
 
 
 @MODELS.register("vqa")
@@ -166,6 +166,8 @@ class VQA(nn.Module):
     def __init__(self, vocab_size: int, num_answers: int, spec: VQASpec | None = None, **options: Any) -> None:
         super().__init__()
         self.spec = spec = resolve_spec(VQASpec, spec, options)
+        check_ints(vocab_size=vocab_size, num_answers=num_answers, hops=spec.hops, dim=spec.dim, k_dim=spec.k_dim)
+        check_ints(embed_dim=spec.embed_dim, mlp_hidden=spec.mlp_hidden, heads=spec.heads)
         self.vocab_size, self.num_answers = vocab_size, num_answers
         channels, dim, grid = tuple(spec.channels), spec.dim, spec.grid
         self.grid, self.grid_coords = grid, spec.grid_coords
@@ -219,13 +221,13 @@ class VQA(nn.Module):
         if unsupported:
             given = ", ".join(f"{option}={getattr(spec, option)!r}" for option, _ in unsupported)
             fixes = " ".join(f"model.{option}={fix}" for option, fix in unsupported)
-            raise ValueError(f"the {spec.head!r} head does not take {given}; set {fixes}")
+            raise FovealError(f"the {spec.head!r} head does not take {given}; set {fixes}")
         if self.head.grouped and self.head.reads & {"words", "layers"}:
-            raise ValueError(
+            raise FovealError(
                 f"the {spec.head!r} head is grouped, so it may read only keys, not {sorted(self.head.reads)}"
             )
         if spec.keys not in ("values", "patch", "pixels"):
-            raise ValueError(f"keys must be 'values', 'patch' or 'pixels', got {spec.keys!r}")
+            raise FovealError(f"keys must be 'values', 'patch' or 'pixels', got {spec.keys!r}")
         self.key_encoder: GridEncoder | None = None
         if spec.keys != "values":
             key_channels = tuple(spec.key_channels)
@@ -297,7 +299,7 @@ class VQA(nn.Module):
         candidate_logits = None
         if boxes is not None:
             if self.pointer is None:
-                raise ValueError("boxes given to a VQA model built without pointing=True")
+                raise FovealError("boxes given to a VQA model built without pointing=True")
             check_shape("boxes", boxes, (question.shape[0], None, 4))
             regions = V if out.regions is None else out.regions
             pool = box_weights(boxes, (self.covered, self.covered), (self.grid, self.grid))  # (B, K, N)
@@ -359,5 +361,5 @@ def _pool_regions(pool: Tensor, regions: Tensor, grouping: tuple[Tensor, Tensor,
     pictures = regions.shape[0]
     by_picture = pool.new_zeros(pictures, slots, K, N)
     by_picture[image_index, slot] = pool
-    pooled = (by_picture.view(pictures, slots * K, N) @ regions).view(pictures, slots, K, -1)
+    pooled = (by_picture.view(pictures, slots * K, N) @ regions).view(pictures, slots, K, regions.shape[-1])
     return pooled[image_index, slot]
