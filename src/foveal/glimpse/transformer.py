@@ -348,15 +348,15 @@ def init_identity_regressor(localization: nn.Module, transform: Transform) -> nn
     linears = [m for m in localization.modules() if isinstance(m, nn.Linear)]
     identity = IDENTITY[transform]
     if not linears:
-        raise ValueError("localization: needs a final nn.Linear regressing the transform's parameters, found none")
+        raise FovealError("localization: needs a final nn.Linear regressing the transform's parameters, found none")
     last = linears[-1]
     if last.out_features != len(identity):
-        raise ValueError(
+        raise FovealError(
             f"localization: its last nn.Linear must output {len(identity)} parameters for transform={transform!r}, "
             f"got out_features={last.out_features}"
         )
     if last.bias is None:
-        raise ValueError("localization: its last nn.Linear needs a bias (it holds the identity transform)")
+        raise FovealError("localization: its last nn.Linear needs a bias (it holds the identity transform)")
     with torch.no_grad():
         last.weight.zero_()
         last.bias.copy_(torch.tensor(identity, dtype=last.bias.dtype))

@@ -43,6 +43,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from foveal._checks import check_hw, check_ints, check_shape, tracing
+from foveal.errors import FovealError
 from foveal.glimpse.gaussian import draw_window, gaussian_read, gaussian_write
 from foveal.registry import MODELS
 from foveal.specs import resolve_spec
@@ -361,7 +362,7 @@ class DRAW(nn.Module):
         B = sizes["B"]
         # A traced graph has no pixel values to branch on: the check would break it.
         if check_binary and not tracing() and ((x != 0) & (x != 1)).any():
-            raise ValueError(
+            raise FovealError(
                 "DRAW scores x with a Bernoulli likelihood, which needs binary (0/1) pixels: binarise the "
                 "data (foveal.data.binarize) or pass check_binary=False knowingly"
             )

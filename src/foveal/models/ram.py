@@ -42,6 +42,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from foveal._checks import check_choice, check_ints, check_number, check_shape, work_dtype
+from foveal.errors import FovealError
 from foveal.glimpse import crop, gaussian_read
 from foveal.models.stn_classifier import CNN, GlimpseCNN
 from foveal.registry import MODELS
@@ -318,4 +319,4 @@ def ram_or_baseline(
         return GlimpseCNN(in_channels, in_size, classes)
     if spec.name == "cnn":
         return CNN(in_channels, in_size, classes)
-    raise ValueError(f"name: expected 'ram', 'glimpse-cnn' or 'cnn', got {spec.name!r}")
+    raise FovealError(f"name: expected 'ram', 'glimpse-cnn' or 'cnn', got {spec.name!r}")

@@ -264,7 +264,7 @@ def stn_classifier(in_channels: int, in_size: int, classes: int, spec: STNSpec |
         return CNN(in_channels, in_size, classes, spec)
     if spec.name == "stcnn":
         return STCNN(in_channels, in_size, classes, spec)
-    raise ValueError(f"name: expected 'cnn' or 'stcnn', got {spec.name!r}")
+    raise FovealError(f"name: expected 'cnn' or 'stcnn', got {spec.name!r}")
 
 
 @MODELS.register("glimpse-cnn")

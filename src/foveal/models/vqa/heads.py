@@ -4,9 +4,8 @@ Every head is called the same way, ``head(V, v_Q, inputs) -> HeadOutput``: ``V``
 ``v_Q`` the question vector, ``inputs`` (:class:`HeadInputs`) everything else a head may read (the
 score's keys, the question's words, the CNN's layers). A head names what it reads in
 :attr:`VQAHead.reads`, so the model computes only that, and says in :attr:`VQAHead.grouped`
-whether it can answer several questions about one picture in one pass.
-
-The attention modules come from :mod:`foveal.attention`; a head here only adapts their outputs.
+whether it can answer several questions about one picture in one pass. The attention modules come from
+:mod:`foveal.attention`; a head here only adapts their outputs.
 """
 
 from __future__ import annotations
@@ -32,6 +31,7 @@ from foveal.attention import (
 )
 from foveal.attention.coattention import masked_mean
 from foveal.attention.grid import flatten_grid
+from foveal.errors import FovealError
 from foveal.registry import Registry
 
 
@@ -220,7 +220,7 @@ class StackedHead(VQAHead):
         super().__init__()
         for option, value, choices in (("readout", readout, READOUTS), ("gate_form", gate_form, GATE_FORMS)):
             if value not in choices:
-                raise ValueError(f"{option} must be one of {', '.join(choices)}, got {value!r}")
+                raise FovealError(f"{option} must be one of {', '.join(choices)}, got {value!r}")
         self.attention, self.readout, self.gate_form = attention, readout, gate_form
         self.normalize = attention.normalize
         self.gate = nn.Linear(attention.dim, attention.dim) if gate else None
@@ -239,11 +239,11 @@ class StackedHead(VQAHead):
     @temperature.setter
     def temperature(self, value: float) -> None:
         if not value > 0:
-            raise ValueError(f"temperature must be > 0, got {value!r}")
+            raise FovealError(f"temperature must be > 0, got {value!r}")
         if value != 1.0:
             for hop in self.attention.hops:
                 if hop.score != "additive":
-                    raise ValueError(f"temperature applies to the additive score, not {hop.score!r}")
+                    raise FovealError(f"temperature applies to the additive score, not {hop.score!r}")
         for hop in self.attention.hops:
             if isinstance(getattr(hop, "w_a", None), _DividedLinear):
                 hop.w_a.temperature = value

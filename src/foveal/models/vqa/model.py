@@ -197,7 +197,7 @@ class VQA(nn.Module):
             relate=spec.relate,
         )
         if not isinstance(self.head, VQAHead):
-            raise TypeError(f"the {spec.head!r} head must be a VQAHead, got {type(self.head).__name__}")
+            raise FovealError(f"the {spec.head!r} head must be a VQAHead, got {type(self.head).__name__}")
         unsupported = [
             (option, fix)
             for option, fix, bad in (
