@@ -64,7 +64,7 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--resume", action="store_true", help="continue the run in the run directory from its checkpoint")
     t.add_argument("--overwrite", action="store_true", help="start afresh even if the run directory holds a run")
     t.add_argument("--seed", type=int, help="random seed (overrides the config)")
-    t.add_argument("--threads", type=int, help="torch intra-op threads (overrides the config)")
+    t.add_argument("--threads", type=int, help="torch intra-op threads (overrides the config's; 0: every core)")
 
     c = sub.add_parser(
         "config",

@@ -24,7 +24,7 @@ from foveal.recipes.config import (
     validate,
 )
 from foveal.registry import RECIPES
-from foveal.train import Interrupted, RunDir, evaluate, load, seed_everything, train
+from foveal.train import Interrupted, RunDir, cpu_threads, evaluate, load, seed_everything, train
 from foveal.train.checkpoint import load_model_state, write_text_atomic
 from foveal.train.distributed import is_main
 
@@ -223,7 +223,7 @@ def record_run_info(
             "cpu_seconds": round(info.get("cpu_seconds", 0.0) + _cpu_seconds() - (cpu_started or _cpu_seconds()), 1),
             "parts": info.get("parts", 0) + 1,
             "seed": config.seed,
-            "threads": config.threads,
+            "threads": cpu_threads(config.threads),
             "commit": commit_id(),
             "foveal": foveal.__version__,
             "torch": torch.__version__,
@@ -256,7 +256,7 @@ def eval_run(run: str | Path | Run, threads: int | None = None) -> dict[str, flo
     import torch
 
     run = run if isinstance(run, Run) else load_run(run)
-    torch.set_num_threads(threads or run.config.threads)
+    torch.set_num_threads(cpu_threads(threads or run.config.threads))
     if run.task.evaluate is None or run.task.eval_set is None:
         raise ValueError(f"recipe {run.recipe.name!r} defines no evaluation")
     metrics = evaluate(run.task, run.task.model)
@@ -269,7 +269,7 @@ def show_run(run: str | Path | Run, threads: int | None = None) -> list[Path]:
     import torch
 
     run = run if isinstance(run, Run) else load_run(run)
-    torch.set_num_threads(threads or run.config.threads)
+    torch.set_num_threads(cpu_threads(threads or run.config.threads))
     if run.task.show is None:
         raise ValueError(f"recipe {run.recipe.name!r} draws no figures")
     model = run.task.model.eval()
