@@ -95,3 +95,31 @@ def test_blocks_keep_their_lines_and_the_marker_skips_one() -> None:
         (9, "raise SystemExit\n", False),
         (15, "y = x\n", True),
     ]
+
+
+def _api_reference_script():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("api_reference", ROOT / "scripts" / "api_reference.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_api_reference_is_current(tmp_path, monkeypatch, capsys) -> None:
+    import foveal
+
+    monkeypatch.undo()  # the suite's one-thread patch would show in foveal.train.task
+    script = _api_reference_script()
+    text = script.reference()
+    assert (ROOT / "docs" / "api.md").read_text() == text, "docs/api.md is stale: run python scripts/api_reference.py"
+    for name in foveal.__all__:  # every public name, with its signature and docstring's first line
+        obj = getattr(foveal, name)
+        if callable(obj):
+            line = next(line for line in text.splitlines() if line.startswith(f"- `{name}("))
+            assert script.first_line(obj) in line
+    stale = tmp_path / "api.md"
+    stale.write_text(text.replace("## foveal.attention\n", "## foveal.attention (old)\n"))
+    monkeypatch.setattr(script, "API", stale)
+    monkeypatch.setattr(script, "ROOT", tmp_path)
+    assert script.main(["--check"]) == 1 and "api.md is stale" in capsys.readouterr().err

@@ -264,8 +264,8 @@ def eval_run(run: str | Path | Run, threads: int | None = None) -> dict[str, flo
     return metrics
 
 
-def show_run(run: str | Path | Run, threads: int | None = None) -> list[Path]:
-    """Draw a trained run's figures into ``RUN/figures/`` (``threads``: default the run's)."""
+def show_run(run: str | Path | Run, threads: int | None = None, out: str | Path | None = None) -> list[Path]:
+    """Draw a trained run's figures into ``RUN/figures/``, or into ``out`` (``threads``: default the run's)."""
     import torch
 
     run = run if isinstance(run, Run) else load_run(run)
@@ -274,7 +274,7 @@ def show_run(run: str | Path | Run, threads: int | None = None) -> list[Path]:
         raise ValueError(f"recipe {run.recipe.name!r} draws no figures")
     model = run.task.model.eval()
     with torch.no_grad():
-        paths = list(run.task.show(model, run.task.eval_set, RunDir(run.dir).figures))
+        paths = list(run.task.show(model, run.task.eval_set, Path(out) if out is not None else RunDir(run.dir).figures))
     log_figures(RunDir(run.dir), paths, run.config.loop.steps)
     return paths
 
