@@ -123,3 +123,34 @@ def test_the_api_reference_is_current(tmp_path, monkeypatch, capsys) -> None:
     monkeypatch.setattr(script, "API", stale)
     monkeypatch.setattr(script, "ROOT", tmp_path)
     assert script.main(["--check"]) == 1 and "api.md is stale" in capsys.readouterr().err
+
+
+REPOSITORY = "https://github.com/foveal/foveal"
+
+
+def test_readme_links_work_off_github() -> None:
+    """A package index shows the README without the repository: every link is absolute, and every link
+    into the repository names a file that is there."""
+    links = re.findall(r"\]\(([^)\s]+)\)", (ROOT / "README.md").read_text())
+    relative = [link for link in links if not link.startswith(("https://", "http://", "#"))]
+    assert not relative, f"relative links in README.md: {relative}"
+    ours = [link for link in links if link.startswith(REPOSITORY)]
+    assert ours and all(link.startswith(f"{REPOSITORY}/blob/main/") for link in ours)
+    missing = [link for link in ours if not (ROOT / link.removeprefix(f"{REPOSITORY}/blob/main/")).exists()]
+    assert not missing, f"README.md links to files that do not exist: {missing}"
+
+
+def test_project_metadata_names_its_licence_and_urls() -> None:
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["license"] == "MIT" and project["license-files"] == ["LICENSE"]
+    assert all(url.startswith(REPOSITORY) for url in project["urls"].values())
+    missing = [
+        url
+        for url in project["urls"].values()
+        if "/blob/main/" in url and not (ROOT / url.split("/blob/main/")[1]).exists()
+    ]
+    assert not missing
+    citation = (ROOT / "CITATION.cff").read_text()
+    assert "cff-version: 1.2.0" in citation and f"version: {project['version']}" in citation
