@@ -58,9 +58,15 @@ def _page_id(page: Path) -> str:
 
 
 RUNNABLE = [page for page in PAGES if any(block.runs for block in python_blocks(page.read_text()))]
+# Pages whose examples train and evaluate for over a minute on a busy 2-core machine: `make test-slow` runs them.
+LONG_PAGES = {"docs/ntm.md"}
 
 
-@pytest.mark.parametrize("page", RUNNABLE, ids=_page_id)
+@pytest.mark.parametrize(
+    "page",
+    [pytest.param(p, marks=pytest.mark.slow) if _page_id(p) in LONG_PAGES else p for p in RUNNABLE],
+    ids=_page_id,
+)
 def test_page_examples_run(page: Path, tmp_path: Path) -> None:
     blocks = [(str(page), block.line, block.source) for block in python_blocks(page.read_text()) if block.runs]
     result = subprocess.run(
