@@ -21,8 +21,9 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/foveal demo --threads $(THREADS)
 
+# One test process per core (pytest-xdist); each test runs on one thread (tests/conftest.py).
 test: $(STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n auto
 
 # The long end-to-end checks (recipes' quick presets converging); CI runs them after `make test`.
 test-slow: $(STAMP)

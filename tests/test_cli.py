@@ -111,6 +111,69 @@ def test_demo_train_writes_a_report(tmp_path, capsys):
     assert "Final metrics" in page and "loop.steps" in page and "Run</h2>" in page
 
 
+def test_show_out_is_honoured_for_a_run(run_dir, tmp_path, capsys):
+    out = tmp_path / "elsewhere"
+    assert main(["show", str(run_dir), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out.split()
+    assert printed == [str(out / "regions.png")] and (out / "regions.png").stat().st_size > 0
+
+
+def test_report_writes_the_run_page_in_the_run_or_in_out(run_dir, tmp_path, capsys):
+    import re
+
+    assert main(["show", str(run_dir)]) == 0
+    capsys.readouterr()
+    assert main(["report", str(run_dir)]) == 0
+    assert capsys.readouterr().out.strip() == str(run_dir / "report.html")
+    page = (run_dir / "report.html").read_text()
+    assert 'src="curves.png"' in page and "<td>finished: " in page and "Unfinished" not in page
+    out = tmp_path / "pages"
+    assert main(["report", str(run_dir), "--out", str(out)]) == 0
+    assert capsys.readouterr().out.strip() == str(out / "report.html")
+    page = (out / "report.html").read_text()
+    assert (out / "curves.png").is_file() and 'src="curves.png"' in page
+    sources = re.findall(r'src="([^"]+)"', page)  # the run's figures, linked from the page's folder
+    assert any(src.endswith("figures/regions.png") for src in sources)
+    assert all((out / src).is_file() for src in sources) and str(tmp_path) not in page
+    assert main(["report", str(tmp_path)]) == 2
+    assert "is not a run directory: it has no config.json or metrics.jsonl" in capsys.readouterr().err
+
+
+def test_report_marks_an_interrupted_run(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(["train", "toy", *QUICK, "--set", "loop.steps=4", "--set", "loop.log_every=2", "--out", str(out)]) == 0
+    record = json.loads((out / "config.json").read_text())
+    record["config"]["loop"]["steps"] = 10  # as a run stopped at step 4 of 10 leaves its directory
+    (out / "config.json").write_text(json.dumps(record))
+    assert main(["report", str(out)]) == 0
+    page = (out / "report.html").read_text()
+    assert "Unfinished run" in page and "interrupted at step 4 of 10" in page and "Last metrics" in page
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["demo", "--recipe", "toy"], "--recipe is used only with --train"),
+        (["demo", "--preset", "quick", "--set", "a=b"], "--preset, --set are used only with --train"),
+        (["show", "test-dot", "--threads", "2"], "--threads is not used by the figure 'test-dot': it runs no model"),
+        (["train", "toy", "--resume", "--overwrite"], "pass one of them"),
+    ],
+)
+def test_an_option_the_command_does_not_use_is_refused(argv, message, capsys, monkeypatch, tmp_path):
+    monkeypatch.setitem(FIGURES._entries, "test-dot", lambda out: [])
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1 and err.startswith("foveal: error: ")
+    assert not list(tmp_path.iterdir())  # refused before anything was written
+
+
+@pytest.mark.parametrize("command", ["list", "config toy", "eval RUN", "results x --metric acc"])
+def test_an_option_a_command_does_not_take_is_an_error(command, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main([*command.split(), "--out", "x"])
+    assert exit_.value.code == 2 and "unrecognized arguments: --out x" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [

@@ -78,8 +78,16 @@ CHECKPOINT_CASES = {
 }
 
 
-@pytest.mark.parametrize("command", ["eval", "resume", "show"])
-@pytest.mark.parametrize("how", CHECKPOINT_CASES)
+# Each way of breaking a checkpoint through `eval`, and each command on a truncated one, in the default run;
+# the other pairs (each a few seconds of a new process) in `make test-slow`.
+BROKEN_CHECKPOINTS = [
+    pytest.param(command, how, marks=[] if command == "eval" or how == "truncated" else pytest.mark.slow)
+    for how in CHECKPOINT_CASES
+    for command in ("eval", "resume", "show")
+]
+
+
+@pytest.mark.parametrize(("command", "how"), BROKEN_CHECKPOINTS)
 def test_a_broken_checkpoint_is_named(run, command, how):
     break_checkpoint(run / "checkpoint.pt", how)
     before = (run / "checkpoint.pt").read_bytes()

@@ -58,9 +58,15 @@ def _page_id(page: Path) -> str:
 
 
 RUNNABLE = [page for page in PAGES if any(block.runs for block in python_blocks(page.read_text()))]
+# Pages whose examples train and evaluate for over a minute on a busy 2-core machine: `make test-slow` runs them.
+LONG_PAGES = {"docs/ntm.md"}
 
 
-@pytest.mark.parametrize("page", RUNNABLE, ids=_page_id)
+@pytest.mark.parametrize(
+    "page",
+    [pytest.param(p, marks=pytest.mark.slow) if _page_id(p) in LONG_PAGES else p for p in RUNNABLE],
+    ids=_page_id,
+)
 def test_page_examples_run(page: Path, tmp_path: Path) -> None:
     blocks = [(str(page), block.line, block.source) for block in python_blocks(page.read_text()) if block.runs]
     result = subprocess.run(
@@ -95,3 +101,62 @@ def test_blocks_keep_their_lines_and_the_marker_skips_one() -> None:
         (9, "raise SystemExit\n", False),
         (15, "y = x\n", True),
     ]
+
+
+def _api_reference_script():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("api_reference", ROOT / "scripts" / "api_reference.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_api_reference_is_current(tmp_path, monkeypatch, capsys) -> None:
+    import foveal
+
+    monkeypatch.undo()  # the suite's one-thread patch would show in foveal.train.task
+    script = _api_reference_script()
+    text = script.reference()
+    assert (ROOT / "docs" / "api.md").read_text() == text, "docs/api.md is stale: run python scripts/api_reference.py"
+    for name in foveal.__all__:  # every public name, with its signature and docstring's first line
+        obj = getattr(foveal, name)
+        if callable(obj):
+            line = next(line for line in text.splitlines() if line.startswith(f"- `{name}("))
+            assert script.first_line(obj) in line
+    stale = tmp_path / "api.md"
+    stale.write_text(text.replace("## foveal.attention\n", "## foveal.attention (old)\n"))
+    monkeypatch.setattr(script, "API", stale)
+    monkeypatch.setattr(script, "ROOT", tmp_path)
+    assert script.main(["--check"]) == 1 and "api.md is stale" in capsys.readouterr().err
+
+
+REPOSITORY = "https://github.com/foveal/foveal"
+
+
+def test_readme_links_work_off_github() -> None:
+    """A package index shows the README without the repository: every link is absolute, and every link
+    into the repository names a file that is there."""
+    links = re.findall(r"\]\(([^)\s]+)\)", (ROOT / "README.md").read_text())
+    relative = [link for link in links if not link.startswith(("https://", "http://", "#"))]
+    assert not relative, f"relative links in README.md: {relative}"
+    ours = [link for link in links if link.startswith(REPOSITORY)]
+    assert ours and all(link.startswith(f"{REPOSITORY}/blob/main/") for link in ours)
+    missing = [link for link in ours if not (ROOT / link.removeprefix(f"{REPOSITORY}/blob/main/")).exists()]
+    assert not missing, f"README.md links to files that do not exist: {missing}"
+
+
+def test_project_metadata_names_its_licence_and_urls() -> None:
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["license"] == "MIT" and project["license-files"] == ["LICENSE"]
+    assert all(url.startswith(REPOSITORY) for url in project["urls"].values())
+    missing = [
+        url
+        for url in project["urls"].values()
+        if "/blob/main/" in url and not (ROOT / url.split("/blob/main/")[1]).exists()
+    ]
+    assert not missing
+    citation = (ROOT / "CITATION.cff").read_text()
+    assert "cff-version: 1.2.0" in citation and f"version: {project['version']}" in citation

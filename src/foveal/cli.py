@@ -1,7 +1,8 @@
-"""``foveal``: list, train, eval, show, demo and bench from the command line.
+"""``foveal``: list, train, eval, show, report, demo and bench from the command line.
 
-Every error a user can cause (an unknown recipe, key, value or preset, a missing run directory)
-prints one line to stderr and exits with status 2. Set ``FOVEAL_DEBUG=1`` to see the traceback.
+Every error a user can cause (an unknown recipe, key, value or preset, a missing run directory, an
+option the command does not use) prints one line to stderr and exits with status 2. Set
+``FOVEAL_DEBUG=1`` to see the traceback.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ EPILOG = """examples:
   foveal train toy --preset quick --resume        # continue runs/toy-quick/ exactly
   foveal eval runs/toy-quick                      # prints metrics, writes runs/toy-quick/eval.json
   foveal show runs/toy-quick                      # figures into runs/toy-quick/figures/
+  foveal report runs/toy-quick                    # the run's page: runs/toy-quick/report.html
   foveal demo                                     # easy-vqa quick: train, eval, show, report.html
   torchrun --nproc_per_node=2 -m foveal train toy --preset quick   # data-parallel (gloo on CPU)
 """
@@ -64,7 +66,7 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--resume", action="store_true", help="continue the run in the run directory from its checkpoint")
     t.add_argument("--overwrite", action="store_true", help="start afresh even if the run directory holds a run")
     t.add_argument("--seed", type=int, help="random seed (overrides the config)")
-    t.add_argument("--threads", type=int, help="torch intra-op threads (overrides the config)")
+    t.add_argument("--threads", type=int, help="torch intra-op threads (overrides the config's; 0: every core)")
 
     c = sub.add_parser(
         "config",
@@ -99,16 +101,27 @@ def _parser() -> argparse.ArgumentParser:
         "show", help="draw a run's figures into RUN/figures/, a shipped model's (no training), or a named figure"
     )
     s.add_argument("target", help="a run directory, a shipped model or a figure name (see `foveal list`)")
-    s.add_argument("--out", metavar="DIR", default="figures", help="where the figures go (default: ./figures)")
-    s.add_argument("--threads", type=int, help="torch intra-op threads for a run (default: the run's config)")
+    s.add_argument("--out", metavar="DIR", help="where the figures go (default: RUN/figures for a run, else ./figures)")
+    s.add_argument(
+        "--threads", type=int, help="torch intra-op threads for a run or a shipped model (default: the run's config)"
+    )
+
+    o = sub.add_parser(
+        "report",
+        help="write a run's page (how it was made, metrics, curves, figures, config) to RUN/report.html",
+        description="Write RUN's page: how the run was made and how far it got, its final metrics, a curve of "
+        "every logged metric, its figures (draw them first with `foveal show RUN`) and its config.",
+    )
+    o.add_argument("run", help="a run directory")
+    o.add_argument("--out", metavar="DIR", help="where the page and its curves go (default: RUN)")
 
     d = sub.add_parser(
         "demo",
         help="a gallery of every shipped model on test data (no training); --train trains a recipe live instead",
     )
     d.add_argument("--train", action="store_true", help="train RECIPE's preset, evaluate, draw, write its report")
-    d.add_argument("--recipe", default="easy-vqa", help="with --train: the recipe (default: easy-vqa)")
-    d.add_argument("--preset", default="quick", help="with --train: the preset (default: quick)")
+    d.add_argument("--recipe", help="with --train: the recipe (default: easy-vqa)")
+    d.add_argument("--preset", help="with --train: the preset (default: quick)")
     d.add_argument("--set", dest="sets", action="append", metavar="KEY=VALUE", default=[], help="with --train")
     d.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default: 1)")
     d.add_argument("--out", metavar="DIR", help="where the page goes (default: runs/demo, or runs/demo-RECIPE-PRESET)")
@@ -117,6 +130,14 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("name", nargs="?", help="benchmark name (without .py); omit to list")
     b.add_argument("args", nargs=argparse.REMAINDER, help="arguments passed to the benchmark (e.g. --threads 1)")
     return p
+
+
+def _refuse(args: argparse.Namespace, options: dict[str, str], why: str) -> None:
+    """Refuse the options (``{flag: attribute}``) given to a use of the command that would ignore them;
+    the message reads ``FLAGS is|are WHY``."""
+    given = [flag for flag, attribute in options.items() if getattr(args, attribute) not in (None, [], False)]
+    if given:
+        raise ValueError(f"{', '.join(given)} {'is' if len(given) == 1 else 'are'} {why}")
 
 
 def _command_line() -> str:
@@ -156,6 +177,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     from foveal.recipes.config import parse_sets
     from foveal.runs import start_run
 
+    if args.resume and args.overwrite:
+        raise ValueError("--resume continues the run and --overwrite starts it afresh: pass one of them")
     run, metrics = start_run(
         args.recipe,
         args.preset,
@@ -234,16 +257,17 @@ def cmd_show(args: argparse.Namespace) -> int:
     if Path(args.target).is_dir():
         from foveal.runs import show_run
 
-        paths = show_run(args.target, threads=args.threads)
+        paths = show_run(args.target, threads=args.threads, out=args.out)
     elif args.target in available():
         import torch
 
         from foveal.demo import draw_model
 
         torch.set_num_threads(args.threads or 1)
-        paths = draw_model(args.target, Path(args.out) / args.target)
+        paths = draw_model(args.target, Path(args.out or "figures") / args.target)
     elif args.target in FIGURES:
-        out = Path(args.out)
+        _refuse(args, {"--threads": "threads"}, f"not used by the figure {args.target!r}: it runs no model")
+        out = Path(args.out or "figures")
         out.mkdir(parents=True, exist_ok=True)
         paths = list(FIGURES.get(args.target)(out))
     else:
@@ -257,19 +281,32 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    from foveal.viz.report import write_report
+
+    print(write_report(args.run, out=args.out))
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     if args.train:
         from foveal.recipes.config import parse_sets
         from foveal.runs import run_pipeline
 
-        out = args.out or Path("runs") / f"demo-{args.recipe}-{args.preset}"
+        recipe, preset = args.recipe or "easy-vqa", args.preset or "quick"
+        out = args.out or Path("runs") / f"demo-{recipe}-{preset}"
         result = run_pipeline(
-            args.recipe, args.preset, out=out, threads=args.threads, sets=parse_sets(args.sets), command=_command_line()
+            recipe, preset, out=out, threads=args.threads, sets=parse_sets(args.sets), command=_command_line()
         )
         print(json.dumps({"run": str(result["run_dir"]), "metrics": result["metrics"]}, indent=2))
         print(f"report: {result['report']}", file=sys.stderr)
         print(f"wall time: {result['seconds']:.1f} s", file=sys.stderr)
         return 0
+    _refuse(
+        args,
+        {"--recipe": "recipe", "--preset": "preset", "--set": "sets"},
+        "used only with --train (foveal demo --train --recipe R)",
+    )
     from foveal.demo import run_demo
 
     result = run_demo(args.out or "runs/demo", threads=args.threads)
@@ -314,6 +351,7 @@ COMMANDS = {
     "results": cmd_results,
     "eval": cmd_eval,
     "show": cmd_show,
+    "report": cmd_report,
     "demo": cmd_demo,
     "bench": cmd_bench,
 }

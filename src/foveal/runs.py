@@ -25,7 +25,7 @@ from foveal.recipes.config import (
     validate,
 )
 from foveal.registry import RECIPES
-from foveal.train import Interrupted, RunDir, evaluate, load, seed_everything, train
+from foveal.train import Interrupted, RunDir, cpu_threads, evaluate, load, seed_everything, train
 from foveal.train.checkpoint import load_model_state, write_text_atomic
 from foveal.train.distributed import is_main
 
@@ -224,7 +224,7 @@ def record_run_info(
             "cpu_seconds": round(info.get("cpu_seconds", 0.0) + _cpu_seconds() - (cpu_started or _cpu_seconds()), 1),
             "parts": info.get("parts", 0) + 1,
             "seed": config.seed,
-            "threads": config.threads,
+            "threads": cpu_threads(config.threads),
             "commit": commit_id(),
             "foveal": foveal.__version__,
             "torch": torch.__version__,
@@ -257,7 +257,7 @@ def eval_run(run: str | Path | Run, threads: int | None = None) -> dict[str, flo
     import torch
 
     run = run if isinstance(run, Run) else load_run(run)
-    torch.set_num_threads(threads or run.config.threads)
+    torch.set_num_threads(cpu_threads(threads or run.config.threads))
     if run.task.evaluate is None or run.task.eval_set is None:
         raise FovealError(f"recipe {run.recipe.name!r} defines no evaluation")
     metrics = evaluate(run.task, run.task.model)
@@ -265,17 +265,17 @@ def eval_run(run: str | Path | Run, threads: int | None = None) -> dict[str, flo
     return metrics
 
 
-def show_run(run: str | Path | Run, threads: int | None = None) -> list[Path]:
-    """Draw a trained run's figures into ``RUN/figures/`` (``threads``: default the run's)."""
+def show_run(run: str | Path | Run, threads: int | None = None, out: str | Path | None = None) -> list[Path]:
+    """Draw a trained run's figures into ``RUN/figures/``, or into ``out`` (``threads``: default the run's)."""
     import torch
 
     run = run if isinstance(run, Run) else load_run(run)
-    torch.set_num_threads(threads or run.config.threads)
+    torch.set_num_threads(cpu_threads(threads or run.config.threads))
     if run.task.show is None:
         raise FovealError(f"recipe {run.recipe.name!r} draws no figures")
     model = run.task.model.eval()
     with torch.no_grad():
-        paths = list(run.task.show(model, run.task.eval_set, RunDir(run.dir).figures))
+        paths = list(run.task.show(model, run.task.eval_set, Path(out) if out is not None else RunDir(run.dir).figures))
     log_figures(RunDir(run.dir), paths, run.config.loop.steps)
     return paths
 

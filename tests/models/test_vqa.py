@@ -157,6 +157,16 @@ def test_masked_question_loop_matches_the_packed_lstm_with_its_gradients(bidirec
         torch.testing.assert_close(masked_grads[name], grad, msg=name)
 
 
+def test_question_encoder_traces_in_one_graph_with_the_eager_results() -> None:
+    # The graph capture alone (no code generated): what the inductor test below compiles, in seconds.
+    torch.manual_seed(0)
+    encoder = QuestionEncoder(VOCAB, 16, embed_dim=8)
+    _, question, length = inputs(batch=4)
+    traced = torch.compile(encoder.states, fullgraph=True, backend="eager")  # fails on a graph break
+    torch.testing.assert_close(traced(question, length), encoder.states(question, length))
+
+
+@pytest.mark.slow  # inductor writes and compiles C++: 40 s to minutes each on a cold cache
 def test_question_encoder_compiles_in_one_graph_with_the_eager_results() -> None:
     torch.manual_seed(0)
     encoder = QuestionEncoder(VOCAB, 16, embed_dim=8)
@@ -165,6 +175,7 @@ def test_question_encoder_compiles_in_one_graph_with_the_eager_results() -> None
     torch.testing.assert_close(compiled(question, length), encoder.states(question, length))
 
 
+@pytest.mark.slow  # inductor writes and compiles C++: 40 s to minutes each on a cold cache
 def test_compiled_grouped_answering_matches_eager_and_stops_recompiling_for_new_question_counts() -> None:
     # The most questions a picture has sizes a tensor: it reaches the graph as a number (dynamic after the
     # second count), not read from a tensor inside it, which made the rest of forward recompile every step.

@@ -35,6 +35,7 @@ def _assert_same_step(eager: nn.Module, compiled: nn.Module, loss_of) -> None:
     compiled.zero_grad()
 
 
+@pytest.mark.slow  # inductor writes and compiles C++: 40 s to minutes each on a cold cache
 @pytest.mark.parametrize("controller", ["lstm", "feedforward"])
 def test_compiled_ntm_step_matches_eager_at_every_length_with_one_graph(controller):
     torch.manual_seed(0)
@@ -64,6 +65,7 @@ def test_ntm_steps_per_call_pads_the_sequence_without_changing_any_output(steps_
         model.steps_per_call = 1
 
 
+@pytest.mark.slow  # inductor writes and compiles C++: 40 s to minutes each on a cold cache
 def test_compiled_draw_step_matches_eager():
     torch.manual_seed(0)
     eager = DRAW((8, 7), 1, steps=4, enc_size=10, dec_size=9, z_size=3, read_size=2, write_size=3)
@@ -73,6 +75,7 @@ def test_compiled_draw_step_matches_eager():
     _assert_same_step(eager, compiled, lambda m: m.negative_elbo(x, noise=noise))
 
 
+@pytest.mark.slow  # inductor writes and compiles C++: 40 s to minutes each on a cold cache
 def test_compiled_draw_runs_of_steps_match_eager():
     torch.manual_seed(0)
     eager = DRAW((8, 7), 1, steps=6, enc_size=10, dec_size=9, z_size=3, read_size=2, write_size=3)
@@ -86,6 +89,7 @@ def test_compiled_draw_runs_of_steps_match_eager():
     _assert_same_step(eager, compiled, lambda m: m.negative_elbo(x, noise=noise))
 
 
+@pytest.mark.slow  # inductor writes and compiles C++: 40 s to minutes each on a cold cache
 def test_compiled_model_keeps_its_state_dict_and_a_copy_runs_its_own_weights():
     torch.manual_seed(0)
     model = compile_model(NTM(3, 2, controller_size=6, n_rows=5, n_cols=4))
@@ -107,6 +111,7 @@ def test_evaluation_without_gradients_runs_eagerly():
     assert compile_count() == before
 
 
+@pytest.mark.slow  # inductor writes and compiles C++: 40 s to minutes each on a cold cache
 def test_loop_compile_trains_as_the_eager_loop_does():
     def run(compiled: bool) -> tuple[list[float], Trainer]:
         torch.manual_seed(0)
@@ -137,6 +142,7 @@ def test_without_a_cpp_compiler_the_error_says_what_to_do(monkeypatch):
         compile_model(nn.Linear(2, 2))
 
 
+@pytest.mark.slow  # inductor writes and compiles C++: 40 s to minutes each on a cold cache
 def test_a_scheduled_temperature_changes_a_compiled_head_without_a_new_graph():
     from foveal.models.vqa import VQA
     from foveal.models.vqa.heads import HeadInputs

@@ -4,6 +4,7 @@ import json
 from dataclasses import dataclass, field
 
 import pytest
+import torch
 
 from foveal.recipes.base import Recipe
 from foveal.recipes.config import (
@@ -119,3 +120,31 @@ def test_saved_config_rebuilds_the_same_config(tmp_path):
     assert (recipe, preset, loaded) == (RECIPE, "quick", c)
     # A saved config.json can be passed back in as --config.
     assert resolve_config(RECIPE, config_file=tmp_path / "config.json") == c
+
+
+def test_defaults_fit_the_machine_device_auto_and_every_core(monkeypatch):
+    from foveal.train import cpu_threads, task
+    from foveal.train.distributed import pick_device
+
+    c = resolve_config(RECIPE)
+    assert (c.loop.device, c.threads) == ("auto", 0)
+    expected = "cuda" if torch.cuda.is_available() else "cpu"
+    assert pick_device(c.loop.device).type == expected
+    monkeypatch.setattr(task, "available_cores", lambda: 16)
+    assert cpu_threads(c.threads) == 16
+    assert cpu_threads(3) == 3  # --threads overrides
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")  # torchrun's ranks on one machine share its cores
+    assert cpu_threads(0) == 4
+    assert resolve_config(RECIPE, threads=1).threads == 1
+    with pytest.raises(ValueError, match=r"bad value for threads: -1; expected an int >= 0 \(0: every core\)"):
+        resolve_config(RECIPE, threads=-1)
+
+
+def test_a_config_saved_with_explicit_device_and_threads_loads_as_saved(tmp_path):
+    from foveal.registry import RECIPES
+
+    RECIPES.register("cfg-test")(RECIPE)
+    c = resolve_config(RECIPE, sets={"loop.device": "cpu"}, threads=1)
+    save_run_config(tmp_path, "cfg-test", None, c)
+    _, _, loaded = load_run_config(tmp_path)
+    assert (loaded.loop.device, loaded.threads) == ("cpu", 1)

@@ -7,7 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from foveal.viz.report import GallerySection, plot_curves, write_gallery, write_report
+from foveal.viz.report import (
+    GallerySection,
+    Progress,
+    curves_figure,
+    plot_curves,
+    run_progress,
+    write_gallery,
+    write_report,
+)
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 FLAGS = [
@@ -83,6 +91,54 @@ def test_curves_draw_every_metric(tmp_path):
     events = [{"step": 1, "split": "train", "loss": 1.0, "lr": 0.1}, {"step": 1, "split": "eval", "acc": 0.5}]
     assert plot_curves(events, tmp_path / "c.png").stat().st_size > 1000
     assert plot_curves([{"step": 1, "split": "train"}], tmp_path / "none.png") is None
+
+
+def panels(fig) -> dict:
+    return {ax.get_title(): ax for ax in fig.axes if ax.get_title()}
+
+
+def test_train_and_eval_are_told_apart_by_a_legend():
+    events = [
+        {"step": 10, "split": "train", "loss": 1.0},
+        {"step": 20, "split": "train", "loss": 0.5},
+        {"step": 20, "split": "eval", "loss": 0.6, "acc": 0.5},
+    ]
+    fig = curves_figure(events)
+    (legend,) = fig.legends
+    assert [t.get_text() for t in legend.get_texts()] == ["train (mean of each logged window)", "eval (held-out set)"]
+    train, evaluation = panels(fig)["loss"].get_lines()
+    (eval_only,) = panels(fig)["acc"].get_lines()  # a metric only evaluations log is drawn as an evaluation
+    assert train.get_color() != evaluation.get_color() and train.get_linestyle() != evaluation.get_linestyle()
+    assert (eval_only.get_color(), eval_only.get_marker()) == (evaluation.get_color(), evaluation.get_marker())
+
+
+def test_axes_do_not_magnify_noise():
+    flat = [{"step": s, "split": "eval", "acc": 0.9 + 1e-4 * (s % 2)} for s in range(1, 6)]
+    moving = [{"step": s, "split": "eval", "acc": 0.1 * s} for s in range(1, 6)]
+    low, high = panels(curves_figure(flat))["acc"].get_ylim()
+    assert high - low >= 0.1 * 0.9  # a 1e-4 wobble is a flat line, not the whole panel
+    low, high = panels(curves_figure(moving))["acc"].get_ylim()
+    assert high - low < 0.6  # a real change fills the panel as before
+    losses = [{"step": s, "split": "train", "loss": 2.0 + 1e-5 * s} for s in range(1, 6)]
+    low, high = panels(curves_figure(losses))["loss"].get_ylim()  # a log axis: at least a factor 1.5
+    assert high / low >= 1.5 - 1e-9
+
+
+def test_an_interrupted_run_is_marked_as_such(tmp_path):
+    run = fake_run(tmp_path)
+    assert run_progress(run, []).describe() == "not started: no step logged"
+    (run / "config.json").write_text(json.dumps({"recipe": "toy", "config": {"loop": {"steps": 100}}}))
+    from foveal.viz.report import read_events
+
+    progress = run_progress(run, read_events(run))
+    assert progress == Progress(30, 100) and not progress.finished
+    fig = curves_figure(read_events(run), progress)
+    assert "interrupted at step 30 of 100" in fig._suptitle.get_text()
+    page = write_report(run).read_text()
+    assert "Unfinished run" in page and "interrupted at step 30 of 100" in page and "Final metrics" not in page
+    (run / "config.json").write_text(json.dumps({"recipe": "toy", "config": {"loop": {"steps": 30}}}))
+    page = write_report(run).read_text()
+    assert "Unfinished" not in page and "finished: 30 steps" in page and "Final metrics" in page
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")

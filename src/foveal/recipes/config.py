@@ -268,8 +268,8 @@ def validate(config: RunConfig) -> None:
             raise FovealError(f"bad value for loop.{key}: {getattr(loop, key)}; expected an int >= 0")
     if loop.schedule == "step" and loop.step_size < 1:
         raise FovealError("loop.schedule=step needs loop.step_size >= 1")
-    if config.threads < 1:
-        raise FovealError(f"bad value for threads: {config.threads}; expected an int >= 1")
+    if config.threads < 0:
+        raise FovealError(f"bad value for threads: {config.threads}; expected an int >= 0 (0: every core)")
 
 
 def describe_config(config: Any, prefix: str = "") -> list[tuple[str, str, Any, str]]:

@@ -10,7 +10,7 @@ from foveal.train.metrics import read_metrics
 from foveal.train.optim import build_optimizer, build_scheduler, clip_gradients, lr_factor
 from foveal.train.run_dir import RunDir
 from foveal.train.sampler import StepBatchSampler
-from foveal.train.task import Callback, LoopConfig, RunConfig, Task
+from foveal.train.task import Callback, LoopConfig, RunConfig, Task, cpu_threads
 
 __all__ = [
     "Anneal",
@@ -26,6 +26,7 @@ __all__ = [
     "build_optimizer",
     "build_scheduler",
     "clip_gradients",
+    "cpu_threads",
     "evaluate",
     "load",
     "lr_factor",

@@ -29,7 +29,7 @@ from foveal.train.metrics import MetricsLog
 from foveal.train.optim import build_optimizer, build_scheduler, clip_gradients, gradient_norm
 from foveal.train.run_dir import RunDir
 from foveal.train.sampler import StepBatchSampler
-from foveal.train.task import RunConfig, Task
+from foveal.train.task import RunConfig, Task, cpu_threads
 
 
 class Interrupted(KeyboardInterrupt):
@@ -239,7 +239,7 @@ def train(task: Task, config: RunConfig, run_dir: str | Path | RunDir, resume: b
     Returns:
         The final evaluation metrics (the last training metrics if the task has no evaluation).
     """
-    torch.set_num_threads(config.threads)
+    torch.set_num_threads(cpu_threads(config.threads))
     device = D.pick_device(config.loop.device)
     created = D.setup(device)
     try:

@@ -7,6 +7,7 @@ extra metrics) plugs in as a :class:`Callback`, whose state the loop saves in th
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,7 +58,7 @@ class LoopConfig:
     eval_every: int = 0  # 0: evaluate only at the end
     ckpt_every: int = 200  # steps between checkpoints (one is always written at the end)
     log_every: int = 20  # steps averaged into one line of metrics.jsonl
-    device: Literal["cpu", "cuda", "auto"] = "cpu"
+    device: Literal["cpu", "cuda", "auto"] = "auto"  # auto: the GPU when there is one, else the CPU
     # torch.compile the model (a recurrent model its time step; foveal.compiling): the first steps compile
     compile: bool = False
     # torch.compile's mode (foveal.compiling.COMPILE_MODES): "max-autotune-no-cudagraphs" also picks each matrix
@@ -72,8 +73,29 @@ class RunConfig:
     """Base of every recipe's config: subclass it and add a ``model`` spec and data fields."""
 
     seed: int = 0  # seeds the model's initialisation, the data order and every random draw
-    threads: int = 1  # torch intra-op threads; 1 is fastest on a busy 2-core machine
+    # torch intra-op threads; 0: every core this process may use (shared among torchrun's ranks on one machine)
+    threads: int = 0
     loop: LoopConfig = field(default_factory=LoopConfig)
+
+
+def cpu_threads(threads: int = 0) -> int:
+    """The intra-op thread count a setting means: ``threads`` itself when positive, else (0: auto) the cores
+    this process may run on, divided among the ranks ``torchrun`` starts on this machine.
+
+    Example:
+        >>> cpu_threads(3)
+        3
+        >>> cpu_threads(0) >= 1
+        True
+    """
+    if threads > 0:
+        return threads
+    return max(1, available_cores() // int(os.environ.get("LOCAL_WORLD_SIZE", 1)))
+
+
+def available_cores() -> int:
+    """The cores this process may run on (its CPU affinity where the system tells it, else every core)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 class Callback:

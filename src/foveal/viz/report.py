@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 import json
+import math
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ table{border-collapse:collapse;margin:.5em 0}th,td{border:1px solid #ccc;padding
 th{background:#f5f5f5;font-weight:600}figure{display:inline-block;margin:0 1em 1em 0;vertical-align:top}
 img{max-width:100%;border:1px solid #eee}figcaption{font-size:.85em;color:#555}
 .muted{color:#666}section{margin-bottom:2em}
+.warn{background:#fff3f3;border-left:4px solid #b00000;padding:.5em 1em}
 """
 
 
@@ -49,35 +51,150 @@ def final_metrics(run_dir: str | Path, events: Sequence[dict[str, Any]]) -> dict
     return {k: v for k, v in evals[-1].items() if k not in NOT_METRICS} if evals else {}
 
 
-def plot_curves(events: Sequence[dict[str, Any]], path: Path) -> Path | None:
-    """Every logged metric against the step, one panel each (training line, evaluation dots); None if none."""
-    names = sorted({k for e in events for k, v in e.items() if k not in NOT_METRICS and isinstance(v, int | float)})
+# The two kinds of series on a curve panel, drawn alike in every panel and named by the legend.
+SERIES = {
+    "train": {"label": "train (mean of each logged window)", "color": "#1f77b4", "linestyle": "-", "marker": None},
+    "eval": {"label": "eval (held-out set)", "color": "#d62728", "linestyle": "--", "marker": "o"},
+}
+# The least a linear panel's y-axis spans, relative to the largest value on it: a change of 1e-4 in
+# an accuracy of 0.9 stays a flat line rather than filling the panel. A log panel spans a factor 1.5 at least.
+MIN_RELATIVE_SPAN = 0.1
+MIN_LOG_RATIO = 1.5
+
+
+@dataclass(frozen=True)
+class Progress:
+    """How far a run got: its last logged step against the steps its config asks for."""
+
+    step: int
+    steps: int | None
+
+    @property
+    def finished(self) -> bool:
+        """True when the run reached its configured steps (or the config is unknown and it logged anything)."""
+        return self.step > 0 and (self.steps is None or self.step >= self.steps)
+
+    def describe(self) -> str:
+        """One line: finished, or where it stopped."""
+        if self.finished:
+            return f"finished: {self.step} steps"
+        if self.step == 0:
+            return "not started: no step logged"
+        return f"interrupted at step {self.step} of {self.steps}"
+
+
+def run_progress(run_dir: str | Path, events: Sequence[dict[str, Any]]) -> Progress:
+    """The run's :class:`Progress`, from its metrics log and its ``config.json`` (``loop.steps``)."""
+    run = RunDir(run_dir)
+    record = json.loads(run.config.read_text()) if run.config.is_file() else {}
+    steps = record.get("config", {}).get("loop", {}).get("steps")
+    return Progress(max((int(e.get("step", 0)) for e in events), default=0), steps)
+
+
+def _unmagnified_limits(values: Sequence[float], log: bool) -> tuple[float, float] | None:
+    """Y limits that span at least :data:`MIN_RELATIVE_SPAN` (log: :data:`MIN_LOG_RATIO`) around the values;
+    None where the values already spread that far."""
+    low, high = min(values), max(values)
+    if log:
+        if high / low >= MIN_LOG_RATIO:
+            return None
+        middle = (low * high) ** 0.5
+        return middle / MIN_LOG_RATIO**0.5, middle * MIN_LOG_RATIO**0.5
+    span = MIN_RELATIVE_SPAN * max(abs(low), abs(high)) or 1.0
+    if high - low >= span:
+        return None
+    middle = (low + high) / 2
+    return middle - span / 2, middle + span / 2
+
+
+def plot_curves(events: Sequence[dict[str, Any]], path: Path, progress: Progress | None = None) -> Path | None:
+    """Save :func:`curves_figure` to ``path``; None (and no file) if nothing was logged."""
+    fig = curves_figure(events, progress)
+    if fig is None:
+        return None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=90)
+    pyplot().close(fig)
+    return path
+
+
+def curves_figure(events: Sequence[dict[str, Any]], progress: Progress | None = None) -> Any:
+    """Every logged metric against the step, one panel each; None if nothing was logged.
+
+    Training windows are a solid line, evaluations dashed with dots in another colour, named by one
+    legend; a panel's y-axis spans at least 10% of its values' size, so noise stays small; an
+    unfinished ``progress`` is written over the panels and the configured last step marked on each.
+    """
+    splits = [split for split in SERIES if any(e.get("split") == split for e in events)]
+    names = sorted(
+        {k for e in events if e.get("split") in SERIES for k, v in e.items() if k not in NOT_METRICS and _number(v)}
+    )
     if not names:
         return None
     plt = pyplot()
     columns = min(3, len(names))
     rows = -(-len(names) // columns)
-    fig, axes = plt.subplots(rows, columns, figsize=(4 * columns, 2.6 * rows), squeeze=False)
+    fig, axes = plt.subplots(
+        rows, columns, figsize=(4 * columns, 2.6 * rows + 0.4), squeeze=False, layout="constrained"
+    )
+    unfinished = progress is not None and not progress.finished
     for ax, name in zip(axes.flat, names, strict=False):
-        for split, style in (("train", "-"), ("eval", "o-")):
-            points = [(e["step"], e[name]) for e in events if e.get("split") == split and name in e]
+        values: list[float] = []
+        for split in splits:
+            points = [(e["step"], e[name]) for e in events if e.get("split") == split and _number(e.get(name))]
             if points:
-                ax.plot(*zip(*points, strict=True), style, label=split, markersize=3)
+                style = SERIES[split]
+                ax.plot(
+                    *zip(*points, strict=True),
+                    color=style["color"],
+                    linestyle=style["linestyle"],
+                    marker=style["marker"],
+                    markersize=3,
+                )
+                values += [float(v) for _, v in points]
+        log = (name in ("loss", "lr") or name.startswith(("nll", "neg_elbo"))) and all(v > 0 for v in values)
+        if log:
+            ax.set_yscale("log")
+        else:
+            ax.ticklabel_format(axis="y", useOffset=False)
+        limits = _unmagnified_limits(values, log) if values else None
+        if limits is not None:
+            ax.set_ylim(*limits)
+        if unfinished and progress.steps:
+            ax.axvline(progress.steps, color="#999999", linestyle=":", linewidth=1)
+            ax.set_xlim(right=progress.steps * 1.03)
         ax.set_title(name, fontsize=10)
         ax.grid(alpha=0.3)
         ax.tick_params(labelsize=8)
-        if name in ("loss", "lr") or name.startswith(("nll", "neg_elbo")):
-            ax.set_yscale("log") if all(v > 0 for line in ax.get_lines() for v in line.get_ydata()) else None
     for ax in list(axes.flat)[len(names) :]:
         ax.axis("off")
-    axes.flat[0].legend(fontsize=8)
-    for ax in axes[-1]:
-        ax.set_xlabel("step", fontsize=8)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-    return path
+    for i, ax in enumerate(axes.flat[: len(names)]):
+        if i + columns >= len(names):  # the lowest panel of its column
+            ax.set_xlabel("step", fontsize=8)
+    from matplotlib.lines import Line2D
+
+    handles = [
+        Line2D(
+            [],
+            [],
+            color=SERIES[s]["color"],
+            linestyle=SERIES[s]["linestyle"],
+            marker=SERIES[s]["marker"],
+            markersize=3,
+            label=SERIES[s]["label"],
+        )
+        for s in splits
+    ]
+    fig.legend(handles=handles, loc="outside upper left", ncols=len(handles), fontsize=8, frameon=False)
+    if unfinished:
+        fig.suptitle(
+            f"{progress.describe()} (dotted: the configured last step)", x=0.99, ha="right", fontsize=9, color="#b00000"
+        )
+    return fig
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _cell(value: Any) -> str:
@@ -105,30 +222,44 @@ def page(title: str, body: Sequence[str]) -> str:
     return "\n".join([head, f"<style>{STYLE}</style></head><body>", *body, "</body></html>\n"])
 
 
-def write_report(run_dir: str | Path) -> Path:
-    """Write ``RUN/report.html``: run details, final metrics, every curve, the figures, the config."""
+def write_report(run_dir: str | Path, out: str | Path | None = None) -> Path:
+    """Write the run's page: how it was made and how far it got, final metrics, every curve, the figures,
+    the config. It goes to ``RUN/report.html`` with ``RUN/curves.png``, or with ``out`` to
+    ``OUT/report.html`` and ``OUT/curves.png`` (the figures stay in the run, linked by relative path)."""
     from foveal.train.checkpoint import write_text_atomic
 
     run = RunDir(run_dir)
+    if not run.path.is_dir():
+        raise ValueError(f"run directory {str(run.path)!r} does not exist")
+    if not (run.config.is_file() or run.metrics.is_file()):
+        raise ValueError(f"{str(run.path)!r} is not a run directory: it has no config.json or metrics.jsonl")
+    page_dir = run.path if out is None else Path(out)
     record = json.loads(run.config.read_text()) if run.config.is_file() else {}
     info = json.loads(run.info.read_text()) if run.info.is_file() else {}
     events = read_events(run.path)
+    progress = run_progress(run.path, events)
     title = f"{record.get('recipe', run.path.name)} ({record.get('preset') or 'default'})"
     body = [f"<h1>foveal run: {html.escape(title)}</h1>"]
-    if info:
-        body += ["<h2>Run</h2>", table(info)]
+    if not progress.finished:
+        hint = f"foveal train {record.get('recipe', 'RECIPE')} --out RUN --resume" if progress.step else "foveal train"
+        body.append(
+            f"<p class='warn'><strong>Unfinished run</strong>: {html.escape(progress.describe())}. The curves and "
+            f"metrics below are those of the last logged step; <code>{html.escape(hint)}</code> continues it.</p>"
+        )
+    body += ["<h2>Run</h2>", table({"status": progress.describe(), **info})]
     metrics = final_metrics(run.path, events)
     if metrics:
-        body += ["<h2>Final metrics</h2>", table(metrics)]
-    curves = plot_curves(events, run.curves)
+        body += ["<h2>Final metrics</h2>" if progress.finished else "<h2>Last metrics</h2>", table(metrics)]
+    curves = plot_curves(events, page_dir / run.curves.name, progress)
     if curves is not None:
-        body += ["<h2>Curves</h2>", figure(curves, run.path, "every logged metric against the step")]
+        caption = "every logged metric against the step: training windows (line) and evaluations (dashed, dots)"
+        body += ["<h2>Curves</h2>", figure(curves, page_dir, caption)]
     figures = sorted(p for p in run.figures.glob("**/*") if p.suffix.lower() in IMAGE_SUFFIXES)
     if figures:
-        body += ["<h2>Figures</h2>", *(figure(p, run.path) for p in figures)]
+        body += ["<h2>Figures</h2>", *(figure(p, page_dir) for p in figures)]
     if record:
         body += ["<h2>Config</h2>", table(flatten(record.get("config", {})))]
-    return write_text_atomic(page(f"foveal: {title}", body), run.report)
+    return write_text_atomic(page(f"foveal: {title}", body), page_dir / run.report.name)
 
 
 @dataclass
