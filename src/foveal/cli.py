@@ -14,6 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from foveal.errors import FovealError
+
 EPILOG = """examples:
   foveal list
   foveal config toy --preset quick                # every key of the recipe, its value and doc
@@ -137,7 +139,7 @@ def _refuse(args: argparse.Namespace, options: dict[str, str], why: str) -> None
     the message reads ``FLAGS is|are WHY``."""
     given = [flag for flag, attribute in options.items() if getattr(args, attribute) not in (None, [], False)]
     if given:
-        raise ValueError(f"{', '.join(given)} {'is' if len(given) == 1 else 'are'} {why}")
+        raise FovealError(f"{', '.join(given)} {'is' if len(given) == 1 else 'are'} {why}")
 
 
 def _command_line() -> str:
@@ -178,7 +180,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     from foveal.runs import start_run
 
     if args.resume and args.overwrite:
-        raise ValueError("--resume continues the run and --overwrite starts it afresh: pass one of them")
+        raise FovealError("--resume continues the run and --overwrite starts it afresh: pass one of them")
     run, metrics = start_run(
         args.recipe,
         args.preset,
@@ -212,7 +214,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     try:
         seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
     except ValueError:
-        raise ValueError(f"--seeds takes comma-separated integers, got {args.seeds!r}") from None
+        raise FovealError(f"--seeds takes comma-separated integers, got {args.seeds!r}") from None
     path = run_sweep(
         args.name,
         args.recipe,
@@ -236,7 +238,7 @@ def cmd_results(args: argparse.Namespace) -> int:
     path = Path(args.name) if args.name.endswith(".jsonl") else RESULTS_DIR / f"{args.name}.jsonl"
     rows = read_results(path)
     if not rows:
-        raise ValueError(f"no results in {path}; make them with `foveal sweep`")
+        raise FovealError(f"no results in {path}; make them with `foveal sweep`")
     print(markdown_table(rows, args.metric))
     return 0
 
@@ -273,7 +275,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     else:
         names = ", ".join(FIGURES.names()) or "(none)"
         shipped = ", ".join(available()) or "(none)"
-        raise ValueError(
+        raise FovealError(
             f"{args.target!r} is neither a run directory, a shipped model ({shipped}) nor a figure ({names})"
         )
     for path in paths:
@@ -328,7 +330,7 @@ def _bench_dir() -> Path:
     checkout = Path(foveal.__file__).resolve().parents[2] / "benchmarks"
     if checkout.is_dir():
         return checkout
-    raise ValueError("no benchmarks/ directory: run `foveal bench` from the repository checkout")
+    raise FovealError("no benchmarks/ directory: run `foveal bench` from the repository checkout")
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -339,7 +341,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         print("  " + (", ".join(names) or "(none)"))
         return 0
     if args.name not in names:
-        raise ValueError(f"unknown benchmark {args.name!r}; choose from: {', '.join(names) or '(none)'}")
+        raise FovealError(f"unknown benchmark {args.name!r}; choose from: {', '.join(names) or '(none)'}")
     return subprocess.call([sys.executable, str(bench / f"{args.name}.py"), *args.args], cwd=bench.parent)
 
 
