@@ -93,11 +93,6 @@ def gaussian_rows(
     return (weights / (weights.sum(-1, keepdim=True) + eps)).to(out_dtype)
 
 
-SMALL_IMAGE = 8
-"""While a graph is traced, :func:`separable` multiplies images of at most this many rows and columns
-as broadcast sums (see there)."""
-
-
 def separable(images: Tensor, Ay: Tensor, Ax: Tensor) -> Tensor:
     """``Ay @ images[b, c] @ Ax^T`` for every image and channel, the channels folded into two GEMMs.
 
@@ -117,13 +112,6 @@ def separable(images: Tensor, Ay: Tensor, Ax: Tensor) -> Tensor:
     """
     B, C, H, W = images.shape
     h, w = Ay.shape[1], Ax.shape[1]
-    # Both products as sums of H and W broadcast products, which the compiler fuses into the loops
-    # around them (DRAW's 5 x 5 write patch): at such sizes a batched GEMM is mostly its per-matrix
-    # overhead. Eager code keeps the GEMMs, one call each instead of H + W, and so does a graph whose
-    # image size is symbolic (comparing it would fix it).
-    if tracing() and isinstance(H, int) and isinstance(W, int) and max(H, W) <= SMALL_IMAGE:
-        rows = sum(images[:, :, :, col, None] * Ax[:, None, None, :, col] for col in range(W))  # (B, C, H, w)
-        return sum(Ay[:, None, :, row, None] * rows[:, :, None, row, :] for row in range(H))
     t = torch.bmm(Ax, images.reshape(B, C * H, W).transpose(1, 2))  # (B, w, C*H)
     g = torch.bmm(t.reshape(B, w * C, H), Ay.transpose(1, 2))  # (B, w*C, h)
     return g.view(B, w, C, h).permute(0, 2, 3, 1)

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, ClassVar, NamedTuple
 
 import torch
@@ -43,6 +44,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from foveal._checks import check_shape, tracing
+from foveal.compiling import CompilePlan
 from foveal.glimpse.gaussian import draw_window, gaussian_read, gaussian_write
 from foveal.registry import MODELS
 from foveal.specs import resolve_spec
@@ -162,18 +164,14 @@ class DRAW(nn.Module):
         torch.Size([3, 2, 1, 8, 8])
     """
 
-    # foveal.compiling compiles ``run_steps``, a run of ``steps_per_call`` drawing steps in one graph (it sets that
-    # to ``compiled_steps_per_call``), and ``step``, one step, for the steps left over when ``T - 1`` is not a
-    # whole number of calls. Each call of a graph has a fixed cost (guards, the autograd function's wrappers,
-    # a backward of its own) that a run of steps pays once. Nine divide the paper's T - 1 = 63 steps; at
-    # its sizes runs of 9 made the compiled training step ~1.15x as fast as one step per call.
-    compiled_method = ("step", "run_steps")
-    compiled_steps_per_call = 9
-    # Inductor's C++ wrapper (compile_model applies it on the CPU): each graph calls its kernels and library
-    # products from C++ rather than from generated Python. A run of nine steps makes hundreds of such calls; the
-    # training step ran 1-5% faster in interleaved timings (docs/studies/draw-compile-speed.md).
-    compile_options: ClassVar[dict[str, object]] = {"cpp_wrapper": True}
-    steps_per_call = 1
+    compile_plan: ClassVar[CompilePlan] = CompilePlan(
+        "each call of a graph has a fixed cost that a run of steps pays once, and the C++ wrapper calls a "
+        "run's many kernels from C++ rather than Python (docs/studies/draw-compile-speed.md)",
+        methods=("step", "run_steps"),
+        steps_per_call=9,
+        cpu_options=MappingProxyType({"cpp_wrapper": True}),
+    )
+    steps_per_call = 1  # drawing steps per call of ``run_steps`` (the plan's once compiled)
 
     def __init__(
         self, image_size: tuple[int, int], channels: int, spec: DRAWSpec | None = None, **options: Any
@@ -303,6 +301,12 @@ class DRAW(nn.Module):
         Returns the next state, ``(mu_t, log sigma_t)`` stacked ``(2, B, Z)``, ``z_t`` and the write
         head's parameters (None without attention).
         """
+        return self._step(x, noise_t, state, weights)
+
+    def _step(
+        self, x: Tensor, noise_t: Tensor, state: DRAWState, weights: DRAWWeights
+    ) -> tuple[DRAWState, Tensor, Tensor, Tensor | None]:
+        """:meth:`step`, never compiled on its own: the runs of steps and the first step call it."""
         B, Z = x.shape[0], self.z_size
         x_hat = x - torch.sigmoid(state.canvas)
         read = self.read(x, x_hat, state.read_p) if self.attention else x_hat.reshape(B, -1)
@@ -328,10 +332,14 @@ class DRAW(nn.Module):
         """
         stats, zs = [], []
         for noise_t in noise:
-            state, stat, z, _ = type(self).step(self, x, noise_t, state, weights)
+            state, stat, z, _ = self._step(x, noise_t, state, weights)
             stats.append(stat)
             zs.append(z)
         return state, torch.stack(stats), torch.stack(zs)
+
+    def example_inputs(self, batch: int, generator: torch.Generator) -> tuple[Tensor]:
+        """Random binary images, for tests and examples."""
+        return ((torch.rand(batch, self.channels, *self.image_size, generator=generator) > 0.5).float(),)
 
     def forward(
         self,
@@ -386,10 +394,10 @@ class DRAW(nn.Module):
         runs = (self.steps - 1) // per_call if per_call > 1 else 0
         for t in range(self.steps - runs * per_call):
             read_p = state.read_p
-            # The first step is the class's own: its start state (broadcast) would otherwise need a
-            # graph of its own when the step is compiled.
+            # The first step runs eagerly: its start state (broadcast) would otherwise need a graph of its
+            # own when the step is compiled.
             if t == 0:
-                state, stat, z, write_p = type(self).step(self, x, noise[t], state, weights)
+                state, stat, z, write_p = self._step(x, noise[t], state, weights)
             else:
                 state, stat, z, write_p = self.step(x, noise[t], state, weights)
             stats.append(stat[None])

@@ -238,6 +238,14 @@ class VQA(nn.Module):
         self.point_by_attention = spec.point_by_attention
         self.covered = grid * self.image_encoder.cell_size  # pixels the grid covers, per side
 
+    def example_inputs(self, batch: int, generator: torch.Generator) -> tuple[Tensor, Tensor, Tensor]:
+        """Random pictures and questions of one to five words (zero-padded), for tests and examples."""
+        words, size = 5, self.spec.image_size
+        length = torch.randint(1, words + 1, (batch,), generator=generator)
+        tokens = torch.randint(1, max(2, self.question_encoder.embed.num_embeddings), (batch, words), generator=generator)
+        question = torch.where(torch.arange(words) < length[:, None], tokens, 0)
+        return torch.rand(batch, 3, size, size, generator=generator), question, length
+
     def forward(
         self,
         image: Tensor,
