@@ -81,4 +81,3 @@ def check_cpp_compiler() -> None:
 def graphs_compiled() -> int:
     """Graphs compiled in this process so far (forward and backward)."""
     return int(_counters["stats"]["unique_graphs"]) + int(_counters["aot_autograd"]["total"])
-
