@@ -283,7 +283,9 @@ def main() -> None:
                 "percent_of_peak": round(100 * r["flops"] / r["compiled"] / 1e9 / r["peak"], 2),
                 "gemm_peak_gflops": round(r["peak"], 1),
                 "torch": torch.__version__,
+                "seed": 0,  # build_trainer's: the weights and the batch
                 "commit": commit_id(),
+                "command": "python " + " ".join(sys.argv),
             }
             with open(args.out, "a") as f:
                 f.write(json.dumps(record) + "\n")

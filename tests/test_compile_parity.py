@@ -3,12 +3,12 @@
 One case per mechanism with such a path, at small sizes: the compiled function's values and gradients (inputs
 and weights) must be the eager ones. What each traced path is for:
 
-- ``circular-shift``: the NTM's shift as one roll per shift; the eager gather's gradient is a scatter-add, which
-  a compiled backward runs as a scalar loop.
+- ``circular-shift``: the NTM's shift builds its gather index afresh (the cache is for eager calls).
 - ``glimpse-window``: a traced glimpse takes the dense product, exact at any parameters; eagerly ``"auto"`` may
   take the window, whose size is read from the parameter values.
 - ``max-pool``: the VQA grid encoder's 2 x 2 pool as the max of four strided views (its backward fuses with
-  BatchNorm and ReLU) instead of the library's kernel, whose backward is a scatter.
+  BatchNorm and ReLU) instead of the library's kernel, whose compiled backward is a scatter; its gain is in
+  results/compile-fast-paths.jsonl (studies/vqa-compile-speed).
 - ``question-encoder``: the LSTM over every position with the lengths as a mask; packing reads the lengths
   on the host, which a graph cannot.
 

@@ -149,9 +149,11 @@ def _is_transposed_product(node: Any) -> bool:
     if not isinstance(node, fx.Node) or node.target is not aten.mm.default or len(node.users) != 1:
         return False
     left = node.args[0]
+    if not isinstance(left, fx.Node):
+        return False
     # A product of a symbolic shape (a dynamic batch) is left alone: comparing shapes would guard on it.
     static = all(isinstance(size, int) for size in node.meta["val"].shape)
-    return static and left.target is aten.permute.default and list(left.args[1]) == [1, 0]
+    return static and left.target is aten.permute.default and left.args[1] in ([1, 0], (1, 0))
 
 
 def _kind(node: fx.Node) -> tuple[Any, ...]:

@@ -57,7 +57,7 @@ def run_demo(
         except DataUnavailableError as e:
             skipped[name] = str(e)
             continue
-        if task.show is None:
+        if task.show is None or task.eval_set is None:
             continue
         with torch.no_grad():
             paths = list(task.show(task.model, task.eval_set, out / "figures" / name))

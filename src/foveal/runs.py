@@ -270,7 +270,7 @@ def show_run(run: str | Path | Run, threads: int | None = None) -> list[Path]:
 
     run = run if isinstance(run, Run) else load_run(run)
     torch.set_num_threads(threads or run.config.threads)
-    if run.task.show is None:
+    if run.task.show is None or run.task.eval_set is None:
         raise ValueError(f"recipe {run.recipe.name!r} draws no figures")
     model = run.task.model.eval()
     with torch.no_grad():

@@ -154,9 +154,10 @@ class BilinearSampler(torch.autograd.Function):
         check_shape("x", check_tensor("x", x), ("B", "P"), sizes)
         check_shape("y", check_tensor("y", y), ("B", "P"), sizes)
         check_floating(U=U, x=x, y=y)
-        V = 0
-        for index, inside, kx, ky, _, _ in _corners(U, x, y):
-            V = V + _gather(U, index) * (kx * ky * inside)[:, None]
+        terms = (_gather(U, index) * (kx * ky * inside)[:, None] for index, inside, kx, ky, _, _ in _corners(U, x, y))
+        V = next(terms)
+        for term in terms:
+            V = V + term
         return V
 
     @staticmethod

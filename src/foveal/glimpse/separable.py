@@ -20,6 +20,7 @@ any parameters, and ``truncate=True`` is refused.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Literal
 
 import torch
@@ -186,7 +187,7 @@ def separable_glimpse(
     H, W = images.shape[-2:]
     h, w = size
     work = work_dtype(images.dtype, *(t.dtype for t in (*axis_y, *axis_x)))
-    axis_y, axis_x = tuple(t.to(work) for t in axis_y), tuple(t.to(work) for t in axis_x)
+    axis_y, axis_x = _axis(t.to(work) for t in axis_y), _axis(t.to(work) for t in axis_x)
     # A traced graph is replayed at other parameters, and only the dense product is right at all of them.
     if truncate is not False and not traced:
         y0, y_span = _window(axis_y, h, support, origin)
@@ -205,14 +206,20 @@ def separable_glimpse(
             # The samples left out read a harmless window at pixel 0 (torch.where passes their parameters
             # no gradient from it), and their glimpse is then replaced by the dense product.
             neutral = (0.0, 1.0, 1.0)
-            safe_y = tuple(torch.where(windowed, t, v) for t, v in zip(axis_y, neutral, strict=True))
-            safe_x = tuple(torch.where(windowed, t, v) for t, v in zip(axis_x, neutral, strict=True))
+            safe_y = _axis(torch.where(windowed, t, v) for t, v in zip(axis_y, neutral, strict=True))
+            safe_x = _axis(torch.where(windowed, t, v) for t, v in zip(axis_x, neutral, strict=True))
             y0, x0 = torch.where(windowed, y0, 0), torch.where(windowed, x0, 0)
             out = _windowed(images, safe_y, safe_x, (h, w), (y0, ny), (x0, nx), origin, eps)
             left = (~windowed).nonzero().squeeze(1)
-            picked_y, picked_x = tuple(t[left] for t in axis_y), tuple(t[left] for t in axis_x)
+            picked_y, picked_x = _axis(t[left] for t in axis_y), _axis(t[left] for t in axis_x)
             return out.index_copy(0, left, _dense(images[left], picked_y, picked_x, (h, w), origin, eps))
     return _dense(images, axis_y, axis_x, (h, w), origin, eps)
+
+
+def _axis(parts: Iterable[Tensor]) -> Axis:
+    """The three tensors of an axis, from an iterable of them."""
+    first, stride, variance = parts
+    return first, stride, variance
 
 
 def _dense(images: Tensor, axis_y: Axis, axis_x: Axis, size: tuple[int, int], origin: float, eps: float) -> Tensor:

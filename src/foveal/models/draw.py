@@ -237,11 +237,11 @@ class DRAW(nn.Module):
 
         Shape:
             - x, x_hat: ``(B, C, H, W)``
-            - params: ``(B, 5)`` raw read-head parameters (ignored without attention)
+            - params: ``(B, 5)`` raw read-head parameters (None without attention)
             - output: ``(B, 2 C N^2)`` or ``(B, 2 C H W)``
         """
         B = x.shape[0]
-        if not self.attention:
+        if params is None:
             return torch.cat([x.reshape(B, -1), x_hat.reshape(B, -1)], dim=1)
         # x and x_hat ride in one pair of batched products; dense (no window cut, no .item()): at
         # DRAW's sizes the whole image is small, and the dense product is exact.
@@ -252,12 +252,12 @@ class DRAW(nn.Module):
 
         Shape:
             - patch: ``(B, C N^2)`` or ``(B, C H W)``
-            - params: ``(B, 5)`` raw write-head parameters (ignored without attention)
+            - params: ``(B, 5)`` raw write-head parameters (None without attention)
             - output: ``(B, C, H, W)``
         """
         B = patch.shape[0]
         H, W = self.image_size
-        if not self.attention:
+        if params is None:
             return patch.view(B, self.channels, H, W)
         N = self.write_size
         return gaussian_write(patch.view(B, self.channels, N, N), params, (H, W)).output
@@ -404,7 +404,7 @@ class DRAW(nn.Module):
             zs.append(z[None])
             if return_steps:
                 steps["canvases"].append(state.canvas)
-                if self.attention:
+                if read_p is not None and write_p is not None:  # with attention
                     steps["read"].append(read_p)
                     steps["write"].append(write_p)
         for start in range(self.steps - runs * per_call, self.steps, per_call):
@@ -446,14 +446,15 @@ class DRAW(nn.Module):
         h = p.new_zeros(n, self.decoder.hidden_size)
         c = p.new_zeros(n, self.decoder.hidden_size)
         canvas = self.canvas0.expand(n, -1, -1, -1)
-        canvases, write_params = [], []
+        canvases, write_params = [], []  # write_params: none without attention
         for t in range(self.steps):
             h, c = self.decoder(z[t], (h, c))
             write_p = self.write_head(h) if self.attention else None
             canvas = canvas + self.write(self.write_patch(h), write_p)
             canvases.append(canvas)
-            write_params.append(write_p)
-        return Generation(torch.stack(canvases), torch.stack(write_params) if self.attention else None)
+            if write_p is not None:
+                write_params.append(write_p)
+        return Generation(torch.stack(canvases), torch.stack(write_params) if write_params else None)
 
     def box(self, params: Tensor, N: int) -> Tensor:
         """The image region a head covers: ``(x0, y0, x1, y1)`` in 0-based pixel coordinates.

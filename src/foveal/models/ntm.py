@@ -138,7 +138,7 @@ class NTM(nn.Module):
 
         ctrl_in = input_size + n_read_heads * n_cols
         if controller == "lstm":
-            self.controller = nn.LSTMCell(ctrl_in, controller_size)
+            self.controller: nn.LSTMCell | nn.Linear = nn.LSTMCell(ctrl_in, controller_size)
         else:
             self.controller = nn.Linear(ctrl_in, controller_size)
         self.read_param_size = head_param_size(n_cols, n_shifts, write=False)
@@ -223,6 +223,7 @@ class NTM(nn.Module):
         if Hw:
             p = split_head_params(raw_write.view(batch, Hw, -1), self.n_cols, self.n_shifts, write=True)
             w_write = address(p.key, p.beta, p.gate, p.shift, p.gamma, memory, w_write, self.eps)
+            assert p.erase is not None and p.add is not None  # a write head's parameters have both
             memory = write(memory, w_write, p.erase, p.add)
         p = split_head_params(raw_read.view(batch, Hr, -1), self.n_cols, self.n_shifts, write=False)
         w_read = address(p.key, p.beta, p.gate, p.shift, p.gamma, memory, w_read, self.eps)

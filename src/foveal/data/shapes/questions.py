@@ -105,7 +105,7 @@ class QuestionSet(NamedTuple):
     """
 
     name: str
-    templates: tuple[Template, ...] | tuple[RelationTemplate, ...]
+    templates: tuple[Template | RelationTemplate, ...]
     families: tuple[str, ...]
     answers: tuple[str, ...]
     vocab: tuple[str, ...]
@@ -116,7 +116,7 @@ class QuestionSet(NamedTuple):
 
 def _question_set(
     name: str,
-    templates: tuple[Template, ...] | tuple[RelationTemplate, ...],
+    templates: tuple[Template | RelationTemplate, ...],
     families: tuple[str, ...],
     answers: tuple[str, ...],
     vocab: tuple[str, ...],
