@@ -32,6 +32,7 @@ test-slow: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks studies scripts
 	$(BIN)/ruff format --check src tests benchmarks studies scripts
+	$(BIN)/mypy
 
 bench: $(STAMP)
 	$(BIN)/foveal bench

@@ -34,9 +34,12 @@ def build_trainer(
     return Trainer(task, config, torch.device(device)), next(iter(loader))
 
 
-def compare_interleaved(steps: dict[str, Callable[[], float]], rounds: int, baseline: str, candidate: str) -> None:
+def compare_interleaved(
+    steps: dict[str, Callable[[], float]], rounds: int, baseline: str, candidate: str
+) -> dict[str, list[float]]:
     """Run each of ``steps`` (each returns its own seconds) in ``rounds`` rounds whose order alternates, so a
-    burst of load hits all alike, and print each one's fastest and median time and ``baseline / candidate``."""
+    burst of load hits all alike, print each one's fastest and median time and ``baseline / candidate``, and
+    return every round's seconds by name."""
     times: dict[str, list[float]] = {name: [] for name in steps}
     order = list(steps)
     for round_ in range(rounds):
@@ -50,3 +53,4 @@ def compare_interleaved(steps: dict[str, Callable[[], float]], rounds: int, base
         f"{baseline} / {candidate}: {min(slow) / min(fast):.3f} (fastest), "
         f"{statistics.median(slow) / statistics.median(fast):.3f} (median)"
     )
+    return times

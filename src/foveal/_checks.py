@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Collection, Sequence
-from typing import Literal
+from collections.abc import Collection, Iterable, Sequence
+from typing import Any, Literal, SupportsFloat, cast
 
 import torch
 from torch import Tensor, nn
@@ -138,7 +138,7 @@ def check_hw(name: str, size: object) -> tuple[int, int]:
         foveal.errors.FovealError: size: expected two positive ints (h, w), got (28,)
     """
     try:
-        pair = tuple(size)  # type: ignore[arg-type]
+        pair = tuple(cast("Iterable[Any]", size))  # a non-iterable raises here
     except TypeError:
         raise FovealError(f"{name}: expected two positive ints (h, w), got {size!r}") from None
     if len(pair) != 2 or not all(_positive_integral(s) for s in pair):
@@ -151,7 +151,8 @@ def _positive_integral(value: object) -> bool:
         return False
     if isinstance(value, Tensor) and (value.numel() != 1 or value.is_complex()):
         return False
-    return math.isfinite(float(value)) and int(value) == value and value >= 1
+    number = float(value)
+    return math.isfinite(number) and number.is_integer() and number >= 1
 
 
 def check_number(name: str, value: object, *, bound: Bound = "> 0", why: str = "") -> float:
@@ -172,13 +173,13 @@ def check_number(name: str, value: object, *, bound: Bound = "> 0", why: str = "
         ...
         foveal.errors.FovealError: temperature: expected a finite number > 0 (it divides the score), got 0
     """
-    ok = not isinstance(value, bool) and isinstance(value, numbers.Real) and math.isfinite(value)
-    if ok and bound is not None:
-        ok = value > 0 if bound == "> 0" else value >= 0
+    real = isinstance(value, numbers.Real) and not isinstance(value, bool)
+    number = float(cast(SupportsFloat, value)) if real else math.nan
+    ok = math.isfinite(number) and (bound is None or (number > 0 if bound == "> 0" else number >= 0))
     if not ok:
         expected = "a finite number" + ("" if bound is None else f" {bound}") + (f" ({why})" if why else "")
         raise FovealError(f"{name}: expected {expected}, got {value!r}")
-    return float(value)
+    return number
 
 
 def check_choice(name: str, value: object, choices: tuple) -> None:
@@ -224,7 +225,7 @@ convert one to the other
     for name, tensor in tensors.items():
         if tensor is None and name in optional:
             continue
-        check_tensor(name, tensor)
+        tensor = check_tensor(name, tensor)
         if not tensor.is_floating_point():
             raise FovealError(f"{name}: expected a floating-point tensor, got {tensor.dtype}; convert it with .float()")
         if first is None:

@@ -1,37 +1,42 @@
 """``torch.compile`` for a model, the way the training loop does it (``loop.compile=true``).
 
-A model compiles one method: ``forward`` by default, or the one its class names in
-``compiled_method`` (a name, or a tuple of names each compiled on its own), on the CPU with the inductor
-options its class gives in ``compile_options`` (DRAW's C++ wrapper) on top of the mode's. Recurrent models compile
-a step or a few: the NTM names its ``step`` (called once, on the start state) and ``steps``, a run of
-``steps_per_call`` time steps, which :func:`compile_model` sets to the class's ``compiled_steps_per_call``;
-DRAW names ``run_steps``, a run of drawing steps, and ``step`` for the steps left over. Their Python time loop calls
-the graphs, so a sequence of any length runs the same graphs and nothing is recompiled per length
-(compiling an unrolled sequence would compile every length anew, and the compile time would grow
-with it).
+A model compiles ``forward``, unless its class declares a :class:`CompilePlan` (the :class:`Compilable`
+protocol): which methods to compile, each on its own, how many time steps one call of a compiled run takes,
+the inductor options it needs on the CPU, and why. Recurrent models compile a step or a run of a few: the
+NTM compiles its ``step`` (called once, on the start state) and ``steps``, a run of ``steps_per_call`` time
+steps; DRAW compiles ``run_steps``, a run of drawing steps, and ``step`` for the steps left over. Their
+Python time loop calls the graphs, so a sequence of any length runs the same graphs and nothing is
+recompiled per length (compiling an unrolled sequence would compile every length anew, and the compile
+time would grow with it). Inside a compiled method a model calls its eager methods by name (``_step``),
+so a run traces one graph, never a graph calling another.
 
 The compiled method is the class's function compiled once per process and bound to the instance,
 so models of the same class and options share its graphs, ``copy.deepcopy`` gives a copy that
 calls its own weights, and the ``state_dict`` is unchanged.
 
-Inductor is given one pass of foveal's own, :class:`MergeSummedProducts`: in a run of recurrent
-steps, a weight's gradient is a sum over the steps of one product each, ``sum_t dY_t^T X_t``, and the
-generated backward would add them one ``addmm`` at a time (each reading and writing the whole sum so
-far, with ``K`` = the batch). The pass makes it the one product ``[dY_1; ..; dY_k]^T [X_1; ..; X_k]``:
-the same sum, rounded in another order.
+Inductor is given one pass of foveal's own, :class:`MergeSummedProducts` (``graph_pass=False`` leaves it
+out): in a run of recurrent steps, a weight's gradient is a sum over the steps of one product each,
+``sum_t dY_t^T X_t``, and the generated backward would add them one ``addmm`` at a time (each reading and
+writing the whole sum so far, with ``K`` = the batch). The pass makes it the one product
+``[dY_1; ..; dY_k]^T [X_1; ..; X_k]``: the same sum, rounded in another order.
+
+The torch internals this needs (the pass's base class, a mode's options, the C++ compiler's search, the
+graph counter) are reached through :mod:`foveal._torch_private` only.
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping
-from types import MethodType
-from typing import Any
+from dataclasses import dataclass, field
+from types import MappingProxyType, MethodType
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import torch
 from torch import fx, nn
-from torch._inductor.custom_graph_pass import CustomGraphPass
 
+from foveal import _torch_private
+from foveal._torch_private import CustomGraphPass
 from foveal.errors import FovealError
 
 aten = torch.ops.aten
@@ -43,6 +48,49 @@ aten = torch.ops.aten
 # pays where a step is many small kernels (the NTM's).
 COMPILE_MODES = ("default", "max-autotune-no-cudagraphs", "reduce-overhead")
 CUDA_GRAPH_MODES = ("reduce-overhead",)
+
+
+@dataclass(frozen=True)
+class CompilePlan:
+    """How :func:`compile_model` compiles a model of a class that declares one (see :class:`Compilable`).
+
+    Attributes:
+        reason: why the class compiles other than ``forward`` or with options of its own (for the reader).
+        methods: the methods compiled, each on its own; the others run eagerly.
+        steps_per_call: the time steps one call of the compiled run takes (the model's ``steps_per_call``
+            once compiled); 1 for a model that is no recurrent run.
+        cpu_options: inductor options on top of the mode's, on the CPU only (where they were measured).
+
+    Example:
+        >>> plan = CompilePlan("one step per graph call", methods=("step",))
+        >>> plan.methods, plan.steps_per_call, dict(plan.cpu_options)
+        (('step',), 1, {})
+    """
+
+    reason: str
+    methods: tuple[str, ...] = ("forward",)
+    steps_per_call: int = 1
+    cpu_options: Mapping[str, object] = field(default_factory=lambda: MappingProxyType({}))
+
+    def __post_init__(self) -> None:
+        if not self.methods or self.steps_per_call < 1:
+            raise FovealError(
+                f"a CompilePlan needs at least one method and steps_per_call >= 1, got methods={self.methods} "
+                f"and steps_per_call={self.steps_per_call}"
+            )
+
+
+FORWARD = CompilePlan("the default: the whole forward in one graph")
+"""The plan of a model whose class declares none."""
+
+
+@runtime_checkable
+class Compilable(Protocol):
+    """A model that declares how it is compiled: its class's ``compile_plan``, and ``steps_per_call``, which
+    its forward reads (1 eagerly; :func:`compile_model` sets it to the plan's)."""
+
+    compile_plan: ClassVar[CompilePlan]
+    steps_per_call: int
 
 
 class MergeSummedProducts(CustomGraphPass):
@@ -81,7 +129,7 @@ class MergeSummedProducts(CustomGraphPass):
         return "foveal-merge-summed-products-2"
 
 
-MERGE_SUMMED_PRODUCTS = MergeSummedProducts()
+_GRAPH_PASS = MergeSummedProducts()
 
 
 def _is_add(node: fx.Node) -> bool:
@@ -101,9 +149,11 @@ def _is_transposed_product(node: Any) -> bool:
     if not isinstance(node, fx.Node) or node.target is not aten.mm.default or len(node.users) != 1:
         return False
     left = node.args[0]
+    if not isinstance(left, fx.Node):
+        return False
     # A product of a symbolic shape (a dynamic batch) is left alone: comparing shapes would guard on it.
     static = all(isinstance(size, int) for size in node.meta["val"].shape)
-    return static and left.target is aten.permute.default and list(left.args[1]) == [1, 0]
+    return static and left.target is aten.permute.default and left.args[1] in ([1, 0], (1, 0))
 
 
 def _kind(node: fx.Node) -> tuple[Any, ...]:
@@ -116,7 +166,7 @@ def _call(graph: fx.Graph, target: Any, *args: Any) -> fx.Node:
     """A new node of ``graph``, with the fake value inductor reads each node's shape and strides from."""
     node = graph.call_function(target, args)
     values = fx.node.map_arg(args, lambda arg: arg.meta["val"])
-    with torch._guards.detect_fake_mode(values):
+    with _torch_private.fake_mode(values):
         node.meta["val"] = target(*values)
     return node
 
@@ -127,7 +177,7 @@ def _compiled(
 ) -> Callable[..., Any]:
     # dynamic=None: a second batch size makes the graph dynamic in it instead of compiling a third time.
     # The mode is given as its inductor options (torch.compile takes a mode or options, not both).
-    inductor_options = {**torch._inductor.list_mode_options(mode), **dict(options)}
+    inductor_options = {**_torch_private.mode_options(mode), **dict(options)}
     graph = torch.compile(function, dynamic=None, options=inductor_options)
 
     @functools.wraps(function)
@@ -139,19 +189,24 @@ def _compiled(
     return call
 
 
+def compile_plan(model: nn.Module) -> CompilePlan:
+    """The :class:`CompilePlan` of ``model``'s class, else :data:`FORWARD`."""
+    return model.compile_plan if isinstance(model, Compilable) else FORWARD
+
+
 def compiled_methods(model: nn.Module) -> tuple[str, ...]:
-    """The methods :func:`compile_model` compiles: the class's ``compiled_method`` (a name or a tuple of
-    names), else ``("forward",)``."""
-    names = getattr(type(model), "compiled_method", "forward")
-    return (names,) if isinstance(names, str) else tuple(names)
+    """The methods :func:`compile_model` compiles (its :func:`compile_plan`'s)."""
+    return compile_plan(model).methods
 
 
-def compile_model(model: nn.Module, mode: str = "default", options: Mapping[str, Any] | None = None) -> nn.Module:
+def compile_model(
+    model: nn.Module, mode: str = "default", options: Mapping[str, Any] | None = None, *, graph_pass: bool = True
+) -> nn.Module:
     """Compile ``model``'s :func:`compiled_methods` in place (with inductor) and return the model.
 
-    ``options`` are inductor options on top of the mode's and of :class:`MergeSummedProducts`; None takes
-    the class's ``compile_options`` on the CPU (where they were measured) and none on a GPU.
-    (``post_grad_custom_pre_pass=None`` leaves the pass out, to compare.)
+    ``options`` are inductor options on top of the mode's; None takes the plan's ``cpu_options`` on the CPU
+    (where they were measured) and none on a GPU. ``graph_pass=False`` leaves :class:`MergeSummedProducts`
+    out, to compare. Compiling a model again replaces its compiled methods.
 
     Compiling happens at the first call with gradients, and once again when the batch size changes
     (the second batch size makes the graph dynamic in it). Calls without gradients (evaluation,
@@ -164,30 +219,30 @@ def compile_model(model: nn.Module, mode: str = "default", options: Mapping[str,
         (True, ['weight', 'bias'])
     """
     if mode not in COMPILE_MODES:
-        raise ValueError(f"the compile mode must be one of {', '.join(COMPILE_MODES)}, got {mode!r}")
+        raise FovealError(f"the compile mode must be one of {', '.join(COMPILE_MODES)}, got {mode!r}")
+    _torch_private.require()
     on_cpu = any(p.device.type == "cpu" for p in model.parameters())
     if on_cpu:
         if mode in CUDA_GRAPH_MODES:
             raise FovealError(f"loop.compile_mode={mode} replays CUDA graphs: it needs loop.device=cuda")
         _check_cpu_compiler()
+    plan = compile_plan(model)
     if options is None:
-        options = getattr(type(model), "compile_options", {}) if on_cpu else {}
+        options = plan.cpu_options if on_cpu else {}
+    passes = {"post_grad_custom_pre_pass": _GRAPH_PASS} if graph_pass else {}
     # A tuple, for _compiled's cache: models of a class compiled alike share its graphs.
-    options = tuple(sorted({"post_grad_custom_pre_pass": MERGE_SUMMED_PRODUCTS, **options}.items()))
-    for name in compiled_methods(model):
-        setattr(model, name, MethodType(_compiled(getattr(type(model), name), mode, options), model))
-    per_call = getattr(type(model), "compiled_steps_per_call", None)
-    if per_call is not None:
-        model.steps_per_call = per_call
+    merged = tuple(sorted({**passes, **options}.items()))
+    for name in plan.methods:
+        setattr(model, name, MethodType(_compiled(getattr(type(model), name), mode, merged), model))
+    if isinstance(model, Compilable):
+        model.steps_per_call = plan.steps_per_call
     return model
 
 
 def _check_cpu_compiler() -> None:
     """Inductor writes C++ for the CPU: without a compiler the first call would fail deep in torch."""
-    from torch._inductor import cpp_builder
-
     try:
-        cpp_builder.get_cpp_compiler()
+        _torch_private.check_cpp_compiler()
     except Exception as e:  # torch's InvalidCxxCompiler, or whatever its search raises
         raise FovealError(
             f"loop.compile needs a C++ compiler for torch.compile on the CPU ({e}); install g++ (or set CXX) "
@@ -202,6 +257,4 @@ def is_compiled(model: nn.Module) -> bool:
 
 def compile_count() -> int:
     """Graphs compiled in this process so far (forward and backward): it grows on every (re)compile."""
-    from torch._dynamo.utils import counters
-
-    return int(counters["stats"]["unique_graphs"]) + int(counters["aot_autograd"]["total"])
+    return _torch_private.graphs_compiled()

@@ -271,7 +271,7 @@ def show_run(run: str | Path | Run, threads: int | None = None, out: str | Path 
 
     run = run if isinstance(run, Run) else load_run(run)
     torch.set_num_threads(cpu_threads(threads or run.config.threads))
-    if run.task.show is None:
+    if run.task.show is None or run.task.eval_set is None:
         raise FovealError(f"recipe {run.recipe.name!r} draws no figures")
     model = run.task.model.eval()
     with torch.no_grad():

@@ -110,7 +110,7 @@ def run_sweep(
     for cell in cells(grid) or [{}]:
         settings = {**(sets or {}), **cell}
         for seed in seeds:
-            row = {"recipe": recipe, "preset": preset, "sets": settings, "seed": seed}
+            row: dict[str, Any] = {"recipe": recipe, "preset": preset, "sets": settings, "seed": seed}
             # read afresh before every run: a second sweep into the same file may have written this row
             if _row_key(row) in {_row_key(done) for done in read_results(path)}:
                 continue
@@ -169,13 +169,13 @@ def summarize(rows: Sequence[dict[str, Any]], metric: str, by: Sequence[str] | N
         setting = {k: row["sets"].get(k) for k in keys}
         groups.setdefault(json.dumps(setting), []).append(row)
     table = []
-    for setting, group in groups.items():
+    for key, group in groups.items():
         values = [r["metrics"][metric] for r in group if metric in r["metrics"]]
         if values and len(values) < len(group):  # a model without the metric (no map) lacks it in every seed
-            raise FovealError(f"metric {metric!r} is missing from some seeds of {setting}")
+            raise FovealError(f"metric {metric!r} is missing from some seeds of {key}")
         table.append(
             {
-                "setting": json.loads(setting),
+                "setting": json.loads(key),
                 "mean": round(statistics.fmean(values), 6) if values else None,
                 "min": min(values, default=None),
                 "max": max(values, default=None),
@@ -288,7 +288,7 @@ def docs_tables(text: str) -> list[tuple[str, str, str]]:
     lines = text.splitlines()
     for i, line in enumerate(lines):
         if (marker := parse_marker(line)) is not None:
-            table = []
+            table: list[str] = []
             for following in lines[i + 1 :]:
                 if not following.startswith("|"):
                     if table:

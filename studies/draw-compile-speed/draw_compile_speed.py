@@ -39,9 +39,10 @@ from foveal.compiling import compile_model  # noqa: E402
 
 # Inductor options to compare with DRAW's own (``class``): without foveal's pass, each weight's gradient is
 # summed over a run's steps one product at a time; without the C++ wrapper, each graph's calls are Python.
+# Each variant: its inductor options, and whether foveal's graph pass runs.
 VARIANTS = {
-    "per-step-sums": {"post_grad_custom_pre_pass": None, "cpp_wrapper": False},
-    "python-wrapper": {"cpp_wrapper": False},
+    "per-step-sums": ({"cpp_wrapper": False}, False),
+    "python-wrapper": ({"cpp_wrapper": False}, True),
 }
 
 
@@ -79,7 +80,8 @@ def main() -> None:
         for variant in args.variants.split(","):
             compiled, _ = build(case, True, args.threads, args.mode)
             if variant != "class":
-                compile_model(compiled.model, args.mode, VARIANTS[variant])
+                options, graph_pass = VARIANTS[variant]
+                compile_model(compiled.model, args.mode, options, graph_pass=graph_pass)
             compiled.model.steps_per_call = k
             arms[f"compiled {k}" + ("" if variant == "class" else f" {variant}")] = compiled
     losses = {}

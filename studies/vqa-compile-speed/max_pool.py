@@ -1,18 +1,21 @@
 """shapes-vqa's compiled step with foveal's traced max pool against the library's.
 
-    python studies/vqa-compile-speed/max_pool.py [--case shapes-vqa] [--rounds 40] [--threads 1]
+    python studies/vqa-compile-speed/max_pool.py [--case shapes-vqa] [--rounds 40] [--threads 1] [--out F.jsonl]
 
 While a graph is traced, :class:`foveal.models.pooling.MaxPool2d` runs a 2 x 2 pool as the max of four
 strided views (element-wise work that inductor fuses with the BatchNorm and ReLU around it); the
 library's ``max_pool2d`` has a backward that inductor lowers to a scatter through the saved indices.
 Two trainers of the case, both compiled, one with every such pool swapped for a plain
 :class:`torch.nn.MaxPool2d`, are timed in interleaved rounds of one process after checking that their
-first losses agree. Prints each one's fastest and median step and their ratios.
+first losses agree. Prints each one's fastest and median step and their ratios; ``--out`` appends them as one
+JSON line (results/compile-fast-paths.jsonl) with the seed, commit and command.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -26,6 +29,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from _trainer import compare_interleaved  # noqa: E402
 from compile import CASES, build  # noqa: E402
 from foveal.models.pooling import MaxPool2d  # noqa: E402
+from foveal.runs import commit_id  # noqa: E402
 
 
 def with_library_pools(module: nn.Module) -> int:
@@ -45,6 +49,7 @@ def main() -> None:
     p.add_argument("--case", default="shapes-vqa", choices=("shapes-vqa", "shapes-vqa-two-hop", "easy-vqa"))
     p.add_argument("--rounds", type=int, default=40)
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--out", help="append the result as one JSON line to this file")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     case = CASES[args.case]
@@ -66,12 +71,31 @@ def main() -> None:
         trainer.step(batch)
         return time.perf_counter() - start
 
-    compare_interleaved(
+    times = compare_interleaved(
         {name: lambda trainer=trainer: step(trainer) for name, trainer in arms.items()},
         args.rounds,
         "library pool",
         "foveal pool",
     )
+    if args.out:
+        fast, slow = times["foveal pool"], times["library pool"]
+        row = {
+            "mechanism": "max-pool",
+            "fast_path": "2 x 2 max pool as the max of four strided views while traced",
+            "case": args.case,
+            "threads": args.threads,
+            "rounds": args.rounds,
+            "fast_path_ms": round(min(fast) * 1e3, 2),
+            "reference_ms": round(min(slow) * 1e3, 2),
+            "gain_fastest": round(min(slow) / min(fast), 3),
+            "gain_median": round(statistics.median(slow) / statistics.median(fast), 3),
+            "torch": torch.__version__,
+            "seed": 0,
+            "commit": commit_id(),
+            "command": "python " + " ".join(sys.argv),
+        }
+        with open(args.out, "a") as f:
+            f.write(json.dumps(row) + "\n")
 
 
 if __name__ == "__main__":

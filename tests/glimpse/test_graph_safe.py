@@ -225,37 +225,3 @@ def test_inductor_compiled_glimpse_and_gradients_match_eager(images):
             grads.append([out.detach(), *(leaf.grad for leaf in leaves)])
         for compiled_value, eager_value in zip(*grads, strict=True):
             torch.testing.assert_close(compiled_value, eager_value)
-
-
-class Product(nn.Module):
-    """:func:`~foveal.glimpse.separable.separable` as a module, for :func:`torch.export.export`."""
-
-    def forward(self, images: Tensor, rows: Tensor, cols: Tensor) -> Tensor:
-        return separable.separable(images, rows, cols)
-
-
-@pytest.mark.parametrize("image_size", [(5, 4), (28, 28)])
-def test_a_traced_product_of_small_images_is_fused_sums_equal_to_the_gemms(image_size):
-    # (5, 4): a DRAW write patch spread over a 28 x 27 canvas, traced as broadcast sums; (28, 28): GEMMs
-    generator = torch.Generator().manual_seed(0)
-    H, W = image_size
-    images = torch.randn(3, 2, H, W, generator=generator, dtype=torch.float64, requires_grad=True)
-    rows = torch.rand(3, 28, H, generator=generator, dtype=torch.float64, requires_grad=True)
-    cols = torch.rand(3, 27, W, generator=generator, dtype=torch.float64, requires_grad=True)
-    exported = torch.export.export(Product(), (images, rows, cols))
-    gemms = sum(node.target is torch.ops.aten.bmm.default for node in exported.graph.nodes)
-    assert gemms == (0 if max(H, W) <= separable.SMALL_IMAGE else 2)
-    # Each output is the seed's A_y I A_x^T; the graph's gradients are the eager GEMMs'
-    expected = torch.einsum("byh,bchw,bxw->bcyx", rows, images, cols)
-    eager = separable.separable(images, rows, cols)
-    torch.testing.assert_close(eager, expected, rtol=1e-12, atol=1e-12)
-    traced = exported.module()(images, rows, cols)
-    torch.testing.assert_close(traced, expected, rtol=1e-12, atol=1e-12)
-    weights = torch.randn(eager.shape, generator=generator, dtype=torch.float64)
-    inputs = (images, rows, cols)
-    for got, want in zip(
-        torch.autograd.grad((traced * weights).sum(), inputs),
-        torch.autograd.grad((eager * weights).sum(), inputs),
-        strict=True,
-    ):
-        torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)

@@ -137,8 +137,8 @@ def test_circular_shift_matches_reference(n_shifts):
 
 
 @pytest.mark.parametrize("n_shifts", [1, 3, 5])
-def test_circular_shift_traced_rolls_match_the_reference_with_gradients(n_shifts, monkeypatch):
-    # While a graph is traced the shift is a sum of rolls instead of one gather: held to the literal sum
+def test_circular_shift_traced_matches_the_reference_with_gradients(n_shifts, monkeypatch):
+    # While a graph is traced the shift's index is built afresh, not taken from the cache: held to the literal sum
     import foveal.memory.addressing as addressing
 
     w, s = simplex(B, H, R).requires_grad_(), simplex(B, H, n_shifts).requires_grad_()

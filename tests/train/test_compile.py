@@ -10,7 +10,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from foveal.compiling import MergeSummedProducts, compile_count, compile_model, compiled_methods, is_compiled
+from foveal.compiling import (
+    CompilePlan,
+    MergeSummedProducts,
+    compile_count,
+    compile_model,
+    compiled_methods,
+    is_compiled,
+)
 from foveal.errors import FovealError
 from foveal.models.draw import DRAW
 from foveal.models.ntm import NTM
@@ -42,7 +49,7 @@ def test_compiled_ntm_step_matches_eager_at_every_length_with_one_graph(controll
     eager = NTM(5, 4, controller=controller, controller_size=12, n_rows=8, n_cols=6, n_write_heads=1)
     compiled = compile_model(copy.deepcopy(eager))
     assert compiled_methods(compiled) == ("step", "steps") and is_compiled(compiled) and not is_compiled(eager)
-    assert compiled.steps_per_call == NTM.compiled_steps_per_call > 1 and eager.steps_per_call == 1
+    assert compiled.steps_per_call == NTM.compile_plan.steps_per_call > 1 and eager.steps_per_call == 1
     targets = torch.Generator().manual_seed(1)
     counts = []
     for length in (3, 9, 14):  # one graph for the steps, whatever the number of steps (padded or not)
@@ -81,7 +88,7 @@ def test_compiled_draw_runs_of_steps_match_eager():
     eager = DRAW((8, 7), 1, steps=6, enc_size=10, dec_size=9, z_size=3, read_size=2, write_size=3)
     compiled = compile_model(copy.deepcopy(eager))
     assert compiled_methods(compiled) == ("step", "run_steps") and is_compiled(compiled)
-    assert compiled.steps_per_call == DRAW.compiled_steps_per_call > 1 and eager.steps_per_call == 1
+    assert compiled.steps_per_call == DRAW.compile_plan.steps_per_call > 1 and eager.steps_per_call == 1
     # Two steps per call: step 0 eager, step 1 the one-step graph left over, steps 2-5 two runs of two
     compiled.steps_per_call = 2
     x = (torch.rand(5, 1, 8, 7, generator=torch.Generator().manual_seed(2)) > 0.5).float()
@@ -132,13 +139,25 @@ def test_loop_compile_trains_as_the_eager_loop_does():
 
 
 def test_without_a_cpp_compiler_the_error_says_what_to_do(monkeypatch):
-    from torch._inductor import cpp_builder
+    from foveal import _torch_private
 
     def missing():
         raise RuntimeError("No working C++ compiler found")
 
-    monkeypatch.setattr(cpp_builder, "get_cpp_compiler", missing)
+    monkeypatch.setattr(_torch_private, "check_cpp_compiler", missing)
     with pytest.raises(FovealError, match=r"loop\.compile=false"):
+        compile_model(nn.Linear(2, 2))
+
+
+def test_a_torch_without_the_internals_is_refused_naming_its_version(monkeypatch):
+    from foveal import _torch_private
+
+    monkeypatch.setattr(_torch_private, "MISSING", "cannot import name 'CustomGraphPass'")
+    with pytest.raises(FovealError, match=rf"torch {re.escape(torch.__version__)} lacks .*CustomGraphPass"):
+        compile_model(nn.Linear(2, 2))
+    monkeypatch.setattr(_torch_private, "MISSING", None)
+    monkeypatch.setattr(_torch_private, "torch_version", lambda: (2, 4))
+    with pytest.raises(FovealError, match=r"tested with torch 2\.5"):
         compile_model(nn.Linear(2, 2))
 
 
@@ -245,11 +264,12 @@ def test_sums_the_pass_must_not_touch_keep_their_products():
     assert _products(module) == 2
 
 
-def test_a_class_compile_options_apply_on_the_cpu_only(monkeypatch):
+def test_a_plans_cpu_options_apply_on_the_cpu_only_and_the_graph_pass_is_an_argument(monkeypatch):
     from foveal import compiling
 
     class WithOptions(nn.Linear):
-        compile_options = {"cpp_wrapper": True}  # noqa: RUF012 (a test's stand-in for DRAW's)
+        compile_plan = CompilePlan("a test's stand-in for DRAW's", cpu_options={"cpp_wrapper": True})
+        steps_per_call = 1
 
     seen = []
     monkeypatch.setattr(torch, "compile", lambda function, **kwargs: seen.append(kwargs["options"]) or function)
@@ -257,8 +277,17 @@ def test_a_class_compile_options_apply_on_the_cpu_only(monkeypatch):
     try:
         compile_model(WithOptions(2, 2))
         compile_model(WithOptions(2, 2, device="meta"))  # not the CPU: a GPU's compile takes none of them
-        compile_model(WithOptions(2, 2), options={"cpp_wrapper": False})  # given options replace the class's
+        compile_model(WithOptions(2, 2), options={"cpp_wrapper": False})  # given options replace the plan's
+        compile_model(WithOptions(2, 2), graph_pass=False)
     finally:
         compiling._compiled.cache_clear()
-    assert [options.get("cpp_wrapper") for options in seen] == [True, None, False]
-    assert all(isinstance(options["post_grad_custom_pre_pass"], MergeSummedProducts) for options in seen)
+    assert [options.get("cpp_wrapper") for options in seen] == [True, None, False, True]
+    assert all(isinstance(options["post_grad_custom_pre_pass"], MergeSummedProducts) for options in seen[:3])
+    assert "post_grad_custom_pre_pass" not in seen[3]
+
+
+def test_a_plan_without_methods_or_steps_is_refused():
+    with pytest.raises(FovealError, match="at least one method"):
+        CompilePlan("none", methods=())
+    with pytest.raises(FovealError, match="steps_per_call >= 1"):
+        CompilePlan("none", steps_per_call=0)

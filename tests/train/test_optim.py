@@ -42,6 +42,15 @@ def test_compiled_loops_fuse_the_update_and_match_the_reference(name):
     torch.testing.assert_close(weights[True], weights[False], rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize(
+    ("compile_", "fused_optimizer", "fused"),
+    [(False, None, False), (True, None, True), (True, False, False), (False, True, True)],
+)
+def test_the_fused_update_is_its_own_key_following_compile_by_default(compile_, fused_optimizer, fused):
+    loop = LoopConfig(optimizer="adam", compile=compile_, fused_optimizer=fused_optimizer)
+    assert bool(build_optimizer(nn.Linear(2, 2).parameters(), loop).defaults["fused"]) is fused
+
+
 def test_rmsprop_momentum_changes_the_update():
     def second_update(momentum):
         p = nn.Parameter(torch.ones(1))

@@ -95,7 +95,8 @@ def collate_by_image(items: Sequence[Batch]) -> Batch:
         >>> batch.image.shape[0], batch.answer.tolist(), batch.image_index.tolist()
         (3, [7, 8, 9], [0, 0, 2])
     """
-    offsets = torch.tensor([0, *[len(item.image) for item in items]]).cumsum(0)
-    index = torch.cat([item.image_index + offsets[n] for n, item in enumerate(items)])
+    offsets = torch.tensor([0, *[len(item[0]) for item in items]]).cumsum(0)  # item[0]: its pictures
+    index = torch.cat([item[-1] + offsets[n] for n, item in enumerate(items)])  # item[-1]: its image_index
     fields = [torch.cat(parts) for parts in zip(*(item[:-1] for item in items), strict=True)]
-    return type(items[0])(*fields, index)
+    batch: Any = type(items[0])  # a NamedTuple's class, which takes its fields
+    return batch(*fields, index)

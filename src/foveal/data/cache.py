@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -24,7 +25,7 @@ def save_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp.npz")
-    np.savez_compressed(tmp, **arrays)
+    np.savez_compressed(tmp, **cast(dict[str, Any], arrays))  # names, not numpy's own keyword arguments
     os.replace(tmp, path)
 
 

@@ -23,9 +23,10 @@ def check_image(name: str, images: object) -> dict[str, int]:
         >>> check_image("images", torch.zeros(2, 3, 8, 8))
         {'B': 2, 'C': 3, 'H': 8, 'W': 8}
     """
-    sizes = check_shape(name, check_tensor(name, images), ("B", "C", "H", "W"))
+    tensor = check_tensor(name, images)
+    sizes = check_shape(name, tensor, ("B", "C", "H", "W"))
     if sizes["H"] < 1 or sizes["W"] < 1:
-        raise FovealError(f"{name}: expected at least one pixel (H, W >= 1), got shape {tuple(images.shape)}")
+        raise FovealError(f"{name}: expected at least one pixel (H, W >= 1), got shape {tuple(tensor.shape)}")
     return sizes
 
 

@@ -377,7 +377,7 @@ def gaussian_read(
         (torch.Size([2, 2, 12, 12]), tensor([1., 1.]))
     """
     sizes = check_image("images", images)
-    _check_draw(params, images.shape[-2:], N, sizes)
+    _check_draw(params, (sizes["H"], sizes["W"]), N, sizes)
     if error_images is not None:
         check_shape("error_images", check_tensor("error_images", error_images), ("B", "C", "H", "W"), sizes)
     check_floating(images=images, params=params, error_images=error_images, optional=("error_images",))
@@ -385,7 +385,7 @@ def gaussian_read(
     if error_images is not None:
         images = torch.cat([images, error_images], dim=1)
     work = work_dtype(images.dtype, params.dtype)
-    window = _draw_window(params.to(work), images.shape[-2:], N)
+    window = _draw_window(params.to(work), (sizes["H"], sizes["W"]), N)
     axis_y, axis_x = _draw_axes(window, N)
     # The clamp makes an infinite parameter finite, but such a sample's window spans ~exp(LOG_MAX) pixels:
     # it is read densely rather than sizing every image's window.

@@ -20,6 +20,7 @@ any parameters, and ``truncate=True`` is refused.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Literal
 
 import torch
@@ -93,11 +94,6 @@ def gaussian_rows(
     return (weights / (weights.sum(-1, keepdim=True) + eps)).to(out_dtype)
 
 
-SMALL_IMAGE = 8
-"""While a graph is traced, :func:`separable` multiplies images of at most this many rows and columns
-as broadcast sums (see there)."""
-
-
 def separable(images: Tensor, Ay: Tensor, Ax: Tensor) -> Tensor:
     """``Ay @ images[b, c] @ Ax^T`` for every image and channel, the channels folded into two GEMMs.
 
@@ -117,13 +113,6 @@ def separable(images: Tensor, Ay: Tensor, Ax: Tensor) -> Tensor:
     """
     B, C, H, W = images.shape
     h, w = Ay.shape[1], Ax.shape[1]
-    # Both products as sums of H and W broadcast products, which the compiler fuses into the loops
-    # around them (DRAW's 5 x 5 write patch): at such sizes a batched GEMM is mostly its per-matrix
-    # overhead. Eager code keeps the GEMMs, one call each instead of H + W, and so does a graph whose
-    # image size is symbolic (comparing it would fix it).
-    if tracing() and isinstance(H, int) and isinstance(W, int) and max(H, W) <= SMALL_IMAGE:
-        rows = sum(images[:, :, :, col, None] * Ax[:, None, None, :, col] for col in range(W))  # (B, C, H, w)
-        return sum(Ay[:, None, :, row, None] * rows[:, :, None, row, :] for row in range(H))
     t = torch.bmm(Ax, images.reshape(B, C * H, W).transpose(1, 2))  # (B, w, C*H)
     g = torch.bmm(t.reshape(B, w * C, H), Ay.transpose(1, 2))  # (B, w*C, h)
     return g.view(B, w, C, h).permute(0, 2, 3, 1)
@@ -198,7 +187,7 @@ def separable_glimpse(
     H, W = images.shape[-2:]
     h, w = size
     work = work_dtype(images.dtype, *(t.dtype for t in (*axis_y, *axis_x)))
-    axis_y, axis_x = tuple(t.to(work) for t in axis_y), tuple(t.to(work) for t in axis_x)
+    axis_y, axis_x = _axis(t.to(work) for t in axis_y), _axis(t.to(work) for t in axis_x)
     # A traced graph is replayed at other parameters, and only the dense product is right at all of them.
     if truncate is not False and not traced:
         y0, y_span = _window(axis_y, h, support, origin)
@@ -217,14 +206,20 @@ def separable_glimpse(
             # The samples left out read a harmless window at pixel 0 (torch.where passes their parameters
             # no gradient from it), and their glimpse is then replaced by the dense product.
             neutral = (0.0, 1.0, 1.0)
-            safe_y = tuple(torch.where(windowed, t, v) for t, v in zip(axis_y, neutral, strict=True))
-            safe_x = tuple(torch.where(windowed, t, v) for t, v in zip(axis_x, neutral, strict=True))
+            safe_y = _axis(torch.where(windowed, t, v) for t, v in zip(axis_y, neutral, strict=True))
+            safe_x = _axis(torch.where(windowed, t, v) for t, v in zip(axis_x, neutral, strict=True))
             y0, x0 = torch.where(windowed, y0, 0), torch.where(windowed, x0, 0)
             out = _windowed(images, safe_y, safe_x, (h, w), (y0, ny), (x0, nx), origin, eps)
             left = (~windowed).nonzero().squeeze(1)
-            picked_y, picked_x = tuple(t[left] for t in axis_y), tuple(t[left] for t in axis_x)
+            picked_y, picked_x = _axis(t[left] for t in axis_y), _axis(t[left] for t in axis_x)
             return out.index_copy(0, left, _dense(images[left], picked_y, picked_x, (h, w), origin, eps))
     return _dense(images, axis_y, axis_x, (h, w), origin, eps)
+
+
+def _axis(parts: Iterable[Tensor]) -> Axis:
+    """The three tensors of an axis, from an iterable of them."""
+    first, stride, variance = parts
+    return first, stride, variance
 
 
 def _dense(images: Tensor, axis_y: Axis, axis_x: Axis, size: tuple[int, int], origin: float, eps: float) -> Tensor:

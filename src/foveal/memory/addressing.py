@@ -207,13 +207,8 @@ def _check_shift(shift: Tensor, n_rows: int) -> None:
 def _circular_shift(w: Tensor, shift: Tensor) -> Tensor:
     n_rows, n_shifts = w.shape[-1], shift.shape[-1]
     _check_shift(shift, n_rows)
-    if tracing():
-        # One roll per shift (two slices each) instead of the gather: the gather's gradient is a scatter-add,
-        # which the compiled backward runs as a scalar loop; a roll's gradient is the opposite roll.
-        # (Eagerly the one gather is fewer operations than S rolls.)
-        rolled = (torch.roll(w, offset, dims=-1) for offset in shift_offsets(n_shifts))
-        return sum(shift[..., n, None] * w_d for n, w_d in enumerate(rolled))
-    index = _shift_index(n_rows, n_shifts, w.device)
+    # A traced graph keeps the index it builds as a constant: the cache is for eager calls.
+    index = (_shift_index.__wrapped__ if tracing() else _shift_index)(n_rows, n_shifts, w.device)
     shifted = w[..., index]  # (B, H, S, R)
     return (shift.unsqueeze(-1) * shifted).sum(dim=-2)
 

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, ClassVar, NamedTuple
 
 import torch
@@ -43,6 +44,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from foveal._checks import check_hw, check_ints, check_shape, tracing
+from foveal.compiling import CompilePlan
 from foveal.errors import FovealError
 from foveal.glimpse.gaussian import draw_window, gaussian_read, gaussian_write
 from foveal.registry import MODELS
@@ -163,18 +165,14 @@ class DRAW(nn.Module):
         torch.Size([3, 2, 1, 8, 8])
     """
 
-    # foveal.compiling compiles ``run_steps``, a run of ``steps_per_call`` drawing steps in one graph (it sets that
-    # to ``compiled_steps_per_call``), and ``step``, one step, for the steps left over when ``T - 1`` is not a
-    # whole number of calls. Each call of a graph has a fixed cost (guards, the autograd function's wrappers,
-    # a backward of its own) that a run of steps pays once. Nine divide the paper's T - 1 = 63 steps; at
-    # its sizes runs of 9 made the compiled training step ~1.15x as fast as one step per call.
-    compiled_method = ("step", "run_steps")
-    compiled_steps_per_call = 9
-    # Inductor's C++ wrapper (compile_model applies it on the CPU): each graph calls its kernels and library
-    # products from C++ rather than from generated Python. A run of nine steps makes hundreds of such calls; the
-    # training step ran 1-5% faster in interleaved timings (docs/studies/draw-compile-speed.md).
-    compile_options: ClassVar[dict[str, object]] = {"cpp_wrapper": True}
-    steps_per_call = 1
+    compile_plan: ClassVar[CompilePlan] = CompilePlan(
+        "each call of a graph has a fixed cost that a run of steps pays once, and the C++ wrapper calls a "
+        "run's many kernels from C++ rather than Python (docs/studies/draw-compile-speed.md)",
+        methods=("step", "run_steps"),
+        steps_per_call=9,
+        cpu_options=MappingProxyType({"cpp_wrapper": True}),
+    )
+    steps_per_call = 1  # drawing steps per call of ``run_steps`` (the plan's once compiled)
 
     def __init__(
         self, image_size: tuple[int, int], channels: int, spec: DRAWSpec | None = None, **options: Any
@@ -240,10 +238,10 @@ class DRAW(nn.Module):
 
         Shape:
             - x, x_hat: ``(B, C, H, W)``
-            - params: ``(B, 5)`` raw read-head parameters (ignored without attention)
+            - params: ``(B, 5)`` raw read-head parameters (None without attention)
             - output: ``(B, 2 C N^2)`` or ``(B, 2 C H W)``
         """
-        if not self.attention:
+        if params is None:
             return torch.cat([x.flatten(1), x_hat.flatten(1)], dim=1)
         # x and x_hat ride in one pair of batched products; dense (no window cut, no .item()): at
         # DRAW's sizes the whole image is small, and the dense product is exact.
@@ -254,12 +252,12 @@ class DRAW(nn.Module):
 
         Shape:
             - patch: ``(B, C N^2)`` or ``(B, C H W)``
-            - params: ``(B, 5)`` raw write-head parameters (ignored without attention)
+            - params: ``(B, 5)`` raw write-head parameters (None without attention)
             - output: ``(B, C, H, W)``
         """
         B = patch.shape[0]
         H, W = self.image_size
-        if not self.attention:
+        if params is None:
             return patch.view(B, self.channels, H, W)
         N = self.write_size
         return gaussian_write(patch.view(B, self.channels, N, N), params, (H, W)).output
@@ -303,6 +301,12 @@ class DRAW(nn.Module):
         Returns the next state, ``(mu_t, log sigma_t)`` stacked ``(2, B, Z)``, ``z_t`` and the write
         head's parameters (None without attention).
         """
+        return self._step(x, noise_t, state, weights)
+
+    def _step(
+        self, x: Tensor, noise_t: Tensor, state: DRAWState, weights: DRAWWeights
+    ) -> tuple[DRAWState, Tensor, Tensor, Tensor | None]:
+        """:meth:`step`, never compiled on its own: the runs of steps and the first step call it."""
         Z = self.z_size
         x_hat = x - torch.sigmoid(state.canvas)
         read = self.read(x, x_hat, state.read_p) if self.attention else x_hat.flatten(1)
@@ -328,10 +332,14 @@ class DRAW(nn.Module):
         """
         stats, zs = [], []
         for noise_t in noise:
-            state, stat, z, _ = type(self).step(self, x, noise_t, state, weights)
+            state, stat, z, _ = self._step(x, noise_t, state, weights)
             stats.append(stat)
             zs.append(z)
         return state, torch.stack(stats), torch.stack(zs)
+
+    def example_inputs(self, batch: int, generator: torch.Generator) -> tuple[Tensor]:
+        """Random binary images, for tests and examples."""
+        return ((torch.rand(batch, self.channels, *self.image_size, generator=generator) > 0.5).float(),)
 
     def forward(
         self,
@@ -386,17 +394,17 @@ class DRAW(nn.Module):
         runs = (self.steps - 1) // per_call if per_call > 1 else 0
         for t in range(self.steps - runs * per_call):
             read_p = state.read_p
-            # The first step is the class's own: its start state (broadcast) would otherwise need a
-            # graph of its own when the step is compiled.
+            # The first step runs eagerly: its start state (broadcast) would otherwise need a graph of its
+            # own when the step is compiled.
             if t == 0:
-                state, stat, z, write_p = type(self).step(self, x, noise[t], state, weights)
+                state, stat, z, write_p = self._step(x, noise[t], state, weights)
             else:
                 state, stat, z, write_p = self.step(x, noise[t], state, weights)
             stats.append(stat[None])
             zs.append(z[None])
             if return_steps:
                 steps["canvases"].append(state.canvas)
-                if self.attention:
+                if read_p is not None and write_p is not None:  # with attention
                     steps["read"].append(read_p)
                     steps["write"].append(write_p)
         for start in range(self.steps - runs * per_call, self.steps, per_call):
@@ -438,14 +446,15 @@ class DRAW(nn.Module):
         h = p.new_zeros(n, self.decoder.hidden_size)
         c = p.new_zeros(n, self.decoder.hidden_size)
         canvas = self.canvas0.expand(n, -1, -1, -1)
-        canvases, write_params = [], []
+        canvases, write_params = [], []  # write_params: none without attention
         for t in range(self.steps):
             h, c = self.decoder(z[t], (h, c))
             write_p = self.write_head(h) if self.attention else None
             canvas = canvas + self.write(self.write_patch(h), write_p)
             canvases.append(canvas)
-            write_params.append(write_p)
-        return Generation(torch.stack(canvases), torch.stack(write_params) if self.attention else None)
+            if write_p is not None:
+                write_params.append(write_p)
+        return Generation(torch.stack(canvases), torch.stack(write_params) if write_params else None)
 
     def box(self, params: Tensor, N: int) -> Tensor:
         """The image region a head covers: ``(x0, y0, x1, y1)`` in 0-based pixel coordinates.

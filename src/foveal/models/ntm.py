@@ -18,12 +18,13 @@ weightings are learned bias vectors (``initial_state="learned"``, the paper's sc
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal, NamedTuple
+from typing import Any, ClassVar, Literal, NamedTuple
 
 import torch
 from torch import Tensor, nn
 
 from foveal._checks import check_choice, check_int, check_ints, check_number, check_shape
+from foveal.compiling import CompilePlan
 from foveal.errors import FovealError
 from foveal.memory import MemoryInit, address, head_param_size, read, shift_offsets, split_head_params, write
 from foveal.registry import MODELS
@@ -102,14 +103,13 @@ class NTM(nn.Module):
         (torch.Size([2, 7, 3]), torch.Size([2, 7, 1, 6]), torch.Size([2, 7, 6, 5]))
     """
 
-    # foveal.compiling compiles the first ``step`` (its start state, broadcast and partly without
-    # gradient, is a graph of its own) and ``steps``, a call of ``steps_per_call`` time steps (it sets
-    # that to ``compiled_steps_per_call``): two graphs for every length, as the input is padded to
-    # whole calls. A call of one step is bound by the cost of calling a graph (the step's ops are tiny);
-    # four in one graph take well under half the time per step (benchmarks/compile.py, ntm-copy).
-    compiled_method = ("step", "steps")
-    compiled_steps_per_call = 4
-    steps_per_call = 1
+    compile_plan: ClassVar[CompilePlan] = CompilePlan(
+        "a call of one step is bound by the cost of calling a graph, so a run of steps shares one call; the "
+        "first step, from the broadcast start state, is a graph of its own (benchmarks/compile.py, ntm-copy)",
+        methods=("step", "steps"),
+        steps_per_call=4,
+    )
+    steps_per_call = 1  # time steps per call of ``steps`` (the plan's once compiled)
 
     def __init__(self, input_size: int, output_size: int, spec: NTMSpec | None = None, **options: Any) -> None:
         super().__init__()
@@ -148,7 +148,7 @@ class NTM(nn.Module):
 
         ctrl_in = input_size + n_read_heads * n_cols
         if controller == "lstm":
-            self.controller = nn.LSTMCell(ctrl_in, controller_size)
+            self.controller: nn.LSTMCell | nn.Linear = nn.LSTMCell(ctrl_in, controller_size)
         else:
             self.controller = nn.Linear(ctrl_in, controller_size)
         self.read_param_size = head_param_size(n_cols, n_shifts, write=False)
@@ -216,6 +216,10 @@ class NTM(nn.Module):
 
     def step(self, x_t: Tensor, state: NTMState) -> tuple[Tensor, NTMState]:
         """One time step: the logits ``(B, O)`` for input ``x_t`` ``(B, input_size)``, and the next state."""
+        return self._step(x_t, state)
+
+    def _step(self, x_t: Tensor, state: NTMState) -> tuple[Tensor, NTMState]:
+        """:meth:`step`, never compiled on its own: the runs of steps and the recorded loop call it."""
         h, c, reads, w_read, w_write, memory = state
         batch = x_t.shape[0]
         Hr, Hw = self.n_read_heads, self.n_write_heads
@@ -231,6 +235,7 @@ class NTM(nn.Module):
                 raw_write.view(batch, Hw, self.write_param_size), self.n_cols, self.n_shifts, write=True
             )
             w_write = address(p.key, p.beta, p.gate, p.shift, p.gamma, memory, w_write, self.eps)
+            assert p.erase is not None and p.add is not None  # a write head's parameters have both
             memory = write(memory, w_write, p.erase, p.add)
         p = split_head_params(raw_read.view(batch, Hr, self.read_param_size), self.n_cols, self.n_shifts, write=False)
         w_read = address(p.key, p.beta, p.gate, p.shift, p.gamma, memory, w_read, self.eps)
@@ -243,9 +248,13 @@ class NTM(nn.Module):
         and the state after the last."""
         logits = []
         for x_t in x:
-            logit, state = type(self).step(self, x_t, state)
+            logit, state = self._step(x_t, state)
             logits.append(logit)
         return torch.stack(logits), state
+
+    def example_inputs(self, batch: int, generator: torch.Generator) -> tuple[Tensor]:
+        """Random inputs of five time steps, for tests and examples."""
+        return (torch.randn(batch, 5, self.input_size, generator=generator),)
 
     def forward(self, x: Tensor, *, record: bool = False) -> NTMOutput:
         check_shape("x", x, ("B", "T", self.input_size))
@@ -259,7 +268,7 @@ class NTM(nn.Module):
         logits, states = [logit.unsqueeze(0)], [state]
         if record:  # every state is kept, so one step at a time
             for x_t in x[1:]:
-                logit, state = type(self).step(self, x_t, state)
+                logit, state = self._step(x_t, state)
                 logits.append(logit.unsqueeze(0))
                 states.append(state)
         elif length > 1:

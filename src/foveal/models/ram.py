@@ -157,6 +157,8 @@ class RAM(nn.Module):
         (torch.Size([2, 10]), torch.Size([2, 4, 2]), torch.Size([2, 4]))
     """
 
+    window_start: Tensor  # read="gaussian": a buffer, the window's starting log parameters (see __init__)
+
     def __init__(
         self, in_channels: int, in_size: int, classes: int, spec: RAMSpec | None = None, **options: Any
     ) -> None:

@@ -12,7 +12,7 @@ import random
 import tempfile
 import zipfile
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -137,7 +137,7 @@ def _some(items: list[str], shown: int = 3) -> str:
 
 def rng_state() -> dict[str, Any]:
     """The torch, CUDA, numpy and python ``random`` states as tensors and plain values."""
-    kind, keys, pos, has_gauss, cached = np.random.get_state()
+    kind, keys, pos, has_gauss, cached = cast(tuple[str, np.ndarray, int, int, float], np.random.get_state())
     state: dict[str, Any] = {
         "torch": torch.get_rng_state(),
         "numpy": {

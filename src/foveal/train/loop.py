@@ -8,10 +8,10 @@ import random
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sized
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -269,7 +269,7 @@ def _train(task: Task, config: RunConfig, run: RunDir, resume: bool, device: tor
 
     if world_size > 1:
         trainer.distribute()
-    sampler = StepBatchSampler(len(task.train_set), loop.batch_size, config.seed, step, rank, world_size)
+    sampler = StepBatchSampler(len(cast(Sized, task.train_set)), loop.batch_size, config.seed, step, rank, world_size)
     # The loader's own generator keeps it from drawing on the global RNG when its iterator starts.
     loader = DataLoader(
         task.train_set,
@@ -299,7 +299,7 @@ def _train(task: Task, config: RunConfig, run: RunDir, resume: bool, device: tor
             return {}
         means = {k: v / window["count"] for k, v in window["sums"].items()}
         means = D.all_mean(means)
-        means["lr"] = trainer.scheduler.get_last_lr()[0]
+        means["lr"] = float(trainer.scheduler.get_last_lr()[0])
         log.event(at, "train", means)
         window["count"], window["sums"] = 0, {}
         return means

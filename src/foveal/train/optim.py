@@ -15,9 +15,10 @@ from foveal.train.task import LoopConfig
 def build_optimizer(params: Iterable[nn.Parameter], loop: LoopConfig) -> torch.optim.Optimizer:
     """Adam, AdamW or RMSprop (with momentum) as ``loop.optimizer`` says.
 
-    With ``loop.compile`` Adam and AdamW update each weight in one fused kernel (PyTorch's ``fused=True``),
-    as a compiled optimiser step would, instead of a dozen element-wise passes per weight. It rounds
-    differently in the last bit, so the eager step keeps the reference update.
+    With ``loop.fused_optimizer`` Adam and AdamW update each weight in one fused kernel (PyTorch's
+    ``fused=True``), as a compiled optimiser step would, instead of a dozen element-wise passes per weight.
+    It rounds differently in the last bit; by default (None) a compiled step takes it and an eager step keeps
+    the reference update.
 
     Example:
         >>> opt = build_optimizer(nn.Linear(2, 1).parameters(), LoopConfig(optimizer="rmsprop", momentum=0.9))
@@ -25,7 +26,8 @@ def build_optimizer(params: Iterable[nn.Parameter], loop: LoopConfig) -> torch.o
         ('RMSprop', 0.9)
     """
     params = list(params)
-    fused = True if loop.compile else None
+    wanted = loop.compile if loop.fused_optimizer is None else loop.fused_optimizer
+    fused = True if wanted else None  # None, not False: PyTorch's own default (foreach where it can)
     if loop.optimizer == "adam":
         return torch.optim.Adam(params, lr=loop.lr, weight_decay=loop.weight_decay, fused=fused)
     if loop.optimizer == "adamw":

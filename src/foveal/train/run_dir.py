@@ -19,8 +19,8 @@ class RunDir:
 
     path: Path
 
-    def __init__(self, path: str | Path) -> None:
-        object.__setattr__(self, "path", Path(path))
+    def __init__(self, path: str | Path | RunDir) -> None:
+        object.__setattr__(self, "path", path.path if isinstance(path, RunDir) else Path(path))
 
     @property
     def config(self) -> Path:

@@ -65,6 +65,9 @@ class LoopConfig:
     # product's fastest kernel, for a faster step after a longer compile; "reduce-overhead" (loop.device=cuda)
     # replays the graphs as CUDA graphs
     compile_mode: str = "default"
+    # Adam and AdamW update each weight in one fused kernel (PyTorch's fused=True) instead of a dozen element-wise
+    # passes: it rounds differently in the last bit. None: fused when loop.compile is on, the reference update else
+    fused_optimizer: bool | None = None
     ddp_find_unused: bool = False  # under torchrun: True if some parameters get no gradient in a step
 
 

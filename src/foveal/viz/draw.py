@@ -33,7 +33,7 @@ def _tile(images: Tensor, scale: int) -> Image.Image:
     array = (images.clamp(0, 1) * 255).round().to(torch.uint8)
     array = array.expand(3, H, W) if C == 1 else array[:3]
     picture = Image.fromarray(array.permute(1, 2, 0).contiguous().numpy(), "RGB")
-    return picture.resize((W * scale, H * scale), Image.NEAREST)
+    return picture.resize((W * scale, H * scale), Image.Resampling.NEAREST)
 
 
 def _box(draw: ImageDraw.ImageDraw, box: Tensor, scale: int, colour: tuple[int, ...]) -> None:

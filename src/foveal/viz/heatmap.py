@@ -94,11 +94,11 @@ def overlay_heatmap(
     if isinstance(image, Tensor):
         image = image.detach().float().cpu().permute(1, 2, 0).numpy()
     height, width = image.shape[:2]
-    heat = upsample_heatmap(weights_grid.detach().float().cpu(), (height, width), mode=mode)
-    top = float(heat.max()) if vmax is None else vmax
-    heat = (heat / max(top, 1e-12)).clamp(0, 1).numpy()
+    upsampled = upsample_heatmap(weights_grid.detach().float().cpu(), (height, width), mode=mode)
+    top = float(upsampled.max()) if vmax is None else vmax
+    heat = (upsampled / max(top, 1e-12)).clamp(0, 1).numpy()
     grey = image.mean(-1, keepdims=True).repeat(3, -1)
-    colour = colormaps[cmap](heat)[..., :3]
+    colour = np.asarray(colormaps[cmap](heat))[..., :3]
     opacity = alpha * (1 + 2 * heat[..., None]) / 3
     return np.clip((1 - opacity) * grey + opacity * colour, 0.0, 1.0)  # rounding can step past 1
 

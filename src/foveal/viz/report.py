@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from foveal.errors import FovealError
 from foveal.specs import flatten
 from foveal.train.run_dir import RunDir
 from foveal.viz._mpl import pyplot
@@ -230,9 +231,9 @@ def write_report(run_dir: str | Path, out: str | Path | None = None) -> Path:
 
     run = RunDir(run_dir)
     if not run.path.is_dir():
-        raise ValueError(f"run directory {str(run.path)!r} does not exist")
+        raise FovealError(f"run directory {str(run.path)!r} does not exist")
     if not (run.config.is_file() or run.metrics.is_file()):
-        raise ValueError(f"{str(run.path)!r} is not a run directory: it has no config.json or metrics.jsonl")
+        raise FovealError(f"{str(run.path)!r} is not a run directory: it has no config.json or metrics.jsonl")
     page_dir = run.path if out is None else Path(out)
     record = json.loads(run.config.read_text()) if run.config.is_file() else {}
     info = json.loads(run.info.read_text()) if run.info.is_file() else {}

@@ -71,10 +71,10 @@ def overlay_on_extent(
     return picture
 
 
-def _draw_boxes(ax, panel: QuestionPanel) -> None:
+def _draw_boxes(ax, panel: QuestionPanel, boxes: Tensor) -> None:
     from matplotlib.patches import Rectangle
 
-    for k, (x0, y0, x1, y1) in enumerate(panel.boxes.tolist()):
+    for k, (x0, y0, x1, y1) in enumerate(boxes.tolist()):
         chosen, correct = k == panel.chosen, k == panel.correct
         colour = "lime" if chosen and correct else "red" if chosen else "black"
         style = "-" if chosen else "--" if correct else ":"
@@ -151,14 +151,14 @@ def vqa_family_figure(
         ax = fig.add_subplot(cells[0, 0])
         ax.imshow(panel.image.permute(1, 2, 0).cpu().numpy())
         if panel.boxes is not None:
-            _draw_boxes(ax, panel)
+            _draw_boxes(ax, panel, panel.boxes)
         ax.set_title(panel.title, fontsize=5, loc="left")
         ax.axis("off")
         if panel.maps is not None:
             _draw_maps(fig, [fig.add_subplot(cells[0, 1 + k]) for k in range(panel.maps.shape[0])], panel, grid, extent)
-        for s in range(0 if panel.word_weights is None else panel.word_weights.shape[0]):
+        for s, step_weights in enumerate([] if panel.word_weights is None else panel.word_weights.split(1)):
             ax = fig.add_subplot(cells[1, 1 + s])
-            ax.imshow(panel.word_weights[s : s + 1].numpy(), cmap="Reds", vmin=0, aspect="auto")
+            ax.imshow(step_weights.numpy(), cmap="Reds", vmin=0, aspect="auto")
             ax.set_xticks(range(len(panel.words)), panel.words, rotation=90, fontsize=4)
             ax.set_yticks([])
             ax.tick_params(length=0, pad=1)

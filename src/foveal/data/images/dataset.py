@@ -62,6 +62,7 @@ class DistortedImages(Dataset):
         if cache_dir is not False:
             folder = cache_root() / "images" if cache_dir in (None, True) else Path(cache_dir)  # type: ignore[arg-type]
             path = folder / name
+        self.boxes: Tensor | None = None
         if path is not None and path.is_file():
             saved = torch.load(path, weights_only=True)
             self.images, self.labels, self.boxes = saved["images"], saved["labels"], saved.get("boxes")
@@ -71,7 +72,6 @@ class DistortedImages(Dataset):
             images, labels = images[:limit], labels[:limit]
         # A different stream per split, so train and test never share a distortion.
         generator = torch.Generator().manual_seed(seed * 2 + (split == "test"))
-        self.boxes: Tensor | None = None
         if placed:
             out, self.boxes = distort(to_float(images), distortion, generator, return_boxes=True, **options)
         else:

@@ -31,7 +31,7 @@ Convention:
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -341,7 +341,7 @@ def _identity(images: Tensor, generator: torch.Generator) -> Tensor:
     return images
 
 
-DISTORTIONS: dict[str, Callable[..., Tensor]] = {
+DISTORTIONS: dict[str, Callable[..., Tensor | tuple[Tensor, Tensor]]] = {
     "none": _identity,
     "R": rotated,
     "RTS": rts,
@@ -379,6 +379,7 @@ def distort(
         fn(images[i : i + CHUNK], generator, **options)
         for i in tqdm(chunks, desc=f"distort {name}", unit="chunk", disable=not show, leave=False)
     ]
-    if options.get("return_boxes"):
-        return torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts])
-    return torch.cat(parts)
+    if options.get("return_boxes"):  # each part is (images, boxes)
+        pairs = cast(list[tuple[Tensor, Tensor]], parts)
+        return torch.cat([p[0] for p in pairs]), torch.cat([p[1] for p in pairs])
+    return torch.cat(cast(list[Tensor], parts))

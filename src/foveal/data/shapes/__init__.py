@@ -285,10 +285,11 @@ class ShapesVQA(Dataset):
         (6, torch.Size([3, 75, 75]), torch.Size([12]))
     """
 
-    vocab = VOCAB
-    answers = ANSWERS
-    families = FAMILIES
-    templates = TEMPLATES
+    # the default set's; an instance has its own set's (see __init__)
+    vocab: tuple[str, ...] = VOCAB
+    answers: tuple[str, ...] = ANSWERS
+    families: tuple[str, ...] = FAMILIES
+    templates: tuple[Template | RelationTemplate, ...] = TEMPLATES
 
     def __init__(
         self,

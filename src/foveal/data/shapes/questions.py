@@ -106,7 +106,7 @@ class QuestionSet(NamedTuple):
     """
 
     name: str
-    templates: tuple[Template, ...] | tuple[RelationTemplate, ...]
+    templates: tuple[Template | RelationTemplate, ...]
     families: tuple[str, ...]
     answers: tuple[str, ...]
     vocab: tuple[str, ...]
@@ -117,7 +117,7 @@ class QuestionSet(NamedTuple):
 
 def _question_set(
     name: str,
-    templates: tuple[Template, ...] | tuple[RelationTemplate, ...],
+    templates: tuple[Template | RelationTemplate, ...],
     families: tuple[str, ...],
     answers: tuple[str, ...],
     vocab: tuple[str, ...],

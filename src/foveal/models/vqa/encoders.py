@@ -4,7 +4,7 @@ from question to a vector (and a state per word)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Any, Literal, NamedTuple, cast, overload
 
 import torch
 import torch.nn.functional as F
@@ -15,6 +15,11 @@ from foveal._checks import check_choice, check_index, check_int, check_ints, che
 from foveal.attention.coords import AddCoords
 from foveal.errors import FovealError
 from foveal.models.pooling import MaxPool2d
+
+
+def _first(size: Any) -> int:
+    """A layer's stride along the rows: the int, or the first of its pair."""
+    return int(size if isinstance(size, int) else size[0])
 
 
 class GridEncoder(nn.Module):
@@ -97,10 +102,11 @@ class GridEncoder(nn.Module):
     @property
     def cell_size(self) -> int:
         """Pixels per grid cell: the grid covers the top-left ``grid * cell_size`` pixels (pooling floors)."""
-        size = self.net[int(isinstance(self.net[0], AddCoords))].stride[0]
+        stem = self.net[int(isinstance(self.net[0], AddCoords))]
+        size = _first(cast(nn.Conv2d, stem).stride)
         for module in self.net:
             if isinstance(module, (nn.MaxPool2d, nn.AvgPool2d)):
-                size *= module.stride
+                size *= _first(module.stride)
         return size
 
     def block_outputs(self, image: Tensor) -> list[Tensor]:
@@ -175,6 +181,12 @@ class QuestionEncoder(nn.Module):
         self._check(question, length)
         _, h_n = self._run(question, length, words=False)  # h_n: (directions, B, hidden); [0] forward, [1] backward
         return torch.cat(list(h_n), dim=-1)
+
+    @overload
+    def _run(self, question: Tensor, length: Tensor, words: Literal[True]) -> tuple[Tensor, Tensor]: ...
+
+    @overload
+    def _run(self, question: Tensor, length: Tensor, words: bool) -> tuple[Tensor | None, Tensor]: ...
 
     def _run(self, question: Tensor, length: Tensor, words: bool) -> tuple[Tensor | None, Tensor]:
         """The LSTM's state at every word ``(B, L, directions * hidden)``, zero after ``length`` (None

@@ -258,6 +258,16 @@ class VQA(nn.Module):
         """
         return answer(self, image, question, boxes)
 
+    def example_inputs(self, batch: int, generator: torch.Generator) -> tuple[Tensor, Tensor, Tensor]:
+        """Random pictures and questions of one to five words (zero-padded), for tests and examples."""
+        words, size = 5, self.spec.image_size
+        length = torch.randint(1, words + 1, (batch,), generator=generator)
+        tokens = torch.randint(
+            1, max(2, self.question_encoder.embed.num_embeddings), (batch, words), generator=generator
+        )
+        question = torch.where(torch.arange(words) < length[:, None], tokens, 0)
+        return torch.rand(batch, 3, size, size, generator=generator), question, length
+
     def forward(
         self,
         image: Tensor,
