@@ -61,7 +61,7 @@ def _registered_name(model: nn.Module) -> str:
     )
 
 
-def _spec_type(cls: type) -> type | None:
+def _spec_type(cls: type[nn.Module]) -> type | None:
     """The dataclass a model's ``spec`` argument takes (None when its constructor has none)."""
     hints = typing.get_type_hints(cls.__init__)
     for option in typing.get_args(hints.get("spec")) or (hints.get("spec"),):
@@ -70,7 +70,7 @@ def _spec_type(cls: type) -> type | None:
     return None
 
 
-def _positional(cls: type) -> list[str]:
+def _positional(cls: type[nn.Module]) -> list[str]:
     """The names of the constructor's arguments before ``spec``: each is kept as an attribute of that name."""
     names = []
     for parameter in list(inspect.signature(cls.__init__).parameters.values())[1:]:
@@ -97,8 +97,10 @@ def describe_model(model: nn.Module) -> dict[str, Any]:
         raise FovealError(f"save_pretrained: {cls.__name__} keeps no attribute {', '.join(missing)} of its arguments")
     args = [_plain(getattr(model, arg)) for arg in _positional(cls)]
     spec_type, spec = _spec_type(cls), getattr(model, "spec", None)
-    fields = {} if spec_type is None or spec is None else {f.name for f in dataclasses.fields(spec_type)}
-    options = {key: _plain(value) for key, value in dataclasses.asdict(spec).items() if key in fields} if fields else {}
+    options = {}
+    if spec_type is not None and spec is not None:
+        fields = {f.name for f in dataclasses.fields(spec_type)}
+        options = {key: _plain(value) for key, value in dataclasses.asdict(spec).items() if key in fields}
     return {"name": name, "args": args, "spec": options}
 
 

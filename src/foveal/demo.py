@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from foveal.errors import DataUnavailableError
+from foveal.errors import DataUnavailableError, FovealError
 from foveal.viz.report import GallerySection, write_gallery
 from foveal.zoo import available, build, card, config, pretrained, sample
 
@@ -50,7 +50,11 @@ def draw_model(name: str, figures_dir: str | Path) -> list[Path]:
         if recipe.gallery is not None and held_out:
             return list(recipe.gallery(config(name), pretrained(name), held_out, Path(figures_dir)))
         _, _, task = build(name, entry.check["sets"])
-        return [] if task.show is None else list(task.show(task.model, task.eval_set, Path(figures_dir)))
+        if task.show is None:
+            return []
+        if task.eval_set is None:
+            raise FovealError(f"{name}: its recipe draws figures from a test set, but its check task has none")
+        return list(task.show(task.model, task.eval_set, Path(figures_dir)))
 
 
 def run_demo(

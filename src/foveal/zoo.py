@@ -93,7 +93,9 @@ def build(name: str, sets: dict[str, Any] | None = None) -> tuple[Recipe, RunCon
     task = recipe.build(config)
     weights = entry.directory / "model.safetensors"
     load_model_state(task.model, load_file(str(weights)), weights)
-    task.model.preprocessing, task.model.labels = dict(entry.preprocessing), dict(entry.labels)
+    # setattr: nn.Module's annotations admit only tensors and modules as attributes set after construction
+    for attribute, value in (("preprocessing", entry.preprocessing), ("labels", entry.labels)):
+        setattr(task.model, attribute, dict(value))
     task.model.eval()
     return recipe, config, task
 

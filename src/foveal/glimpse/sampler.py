@@ -197,10 +197,11 @@ class BilinearSampler(torch.autograd.Function):
                 # d k(x - m) / dx = sign_x (+1 for m = floor(x) + 1, -1 for m = floor(x)); likewise for y
                 grad_x = grad_x + torch.where(inside, g * sign_x * ky, 0)
                 grad_y = grad_y + torch.where(inside, g * sign_y * kx, 0)
-        grad_U = grad_U.view(B, C, H, W).to(U.dtype) if grad_U is not None else None
-        grad_x = grad_x.to(x.dtype) if ctx.needs_input_grad[1] else None
-        grad_y = grad_y.to(y.dtype) if ctx.needs_input_grad[2] else None
-        return grad_U, grad_x, grad_y
+        return (
+            grad_U.view(B, C, H, W).to(U.dtype) if grad_U is not None else None,
+            grad_x.to(x.dtype) if ctx.needs_input_grad[1] else None,
+            grad_y.to(y.dtype) if ctx.needs_input_grad[2] else None,
+        )
 
 
 def bilinear_sample(

@@ -14,14 +14,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Protocol
 
 import torch
 from PIL import Image, ImageDraw, ImageFont
 from torch import Tensor, nn
-from torch.utils.data import Dataset
 
 from foveal._checks import check_shape
 from foveal.errors import FovealError
+from foveal.models.draw import DRAW
 
 WRITE_COLOUR = (230, 40, 40)
 READ_COLOUR = (40, 200, 60)
@@ -171,7 +172,18 @@ def pick_steps(T: int, most: int = 16) -> list[int]:
     return sorted({round(i * (T - 1) / (most - 1)) for i in range(most)})
 
 
-def show_draw(model: nn.Module, dataset: Dataset, figures_dir: Path, *, samples: int = 16, seed: int = 0) -> list[Path]:
+class ImageSet(Protocol):
+    """A data set that holds its images as one tensor ``images``, ``(N, C, H, W)``."""
+
+    @property
+    def images(self) -> Tensor: ...
+
+    def __len__(self) -> int: ...
+
+
+def show_draw(
+    model: nn.Module, dataset: ImageSet, figures_dir: Path, *, samples: int = 16, seed: int = 0
+) -> list[Path]:
     """``generation.png`` and ``generation.gif``: ``samples`` generations step by step (the write box in
     red); ``reconstruction.png``: test images evenly spread over ``dataset`` rebuilt step by step, with the
     read (green) and write (red) boxes, the target in the last column. ``seed`` seeds the model's noise.
@@ -181,6 +193,10 @@ def show_draw(model: nn.Module, dataset: Dataset, figures_dir: Path, *, samples:
         dataset: holds the test images as ``images``, ``(N, C, H, W)`` in {0, 1}.
     """
     model = getattr(model, "module", model)
+    if not isinstance(model, DRAW):
+        raise FovealError(
+            f"show_draw: expected a DRAW model (or a wrapper holding it as module), got {type(model).__name__}"
+        )
     device = next(model.parameters()).device
     figures_dir.mkdir(parents=True, exist_ok=True)
     generator = torch.Generator(device=device).manual_seed(seed)

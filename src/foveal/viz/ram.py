@@ -5,13 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from torch import Tensor, nn
-from torch.utils.data import Dataset
 
 from foveal.viz._mpl import pyplot
-from foveal.viz.stn import OBJECT_COLOUR
+from foveal.viz.stn import OBJECT_COLOUR, LabelledImages
 
 
-def show_glimpses(model: nn.Module, dataset: Dataset, figures_dir: Path, names: tuple[str, ...]) -> list[Path]:
+def show_glimpses(model: nn.Module, dataset: LabelledImages, figures_dir: Path, names: tuple[str, ...]) -> list[Path]:
     """The glimpse path over time on 6 test images: the finest glimpse's square at each step, coloured by step,
     and where the canvas has one, the object's box with the number of glimpses centred on it."""
     from matplotlib.cm import ScalarMappable
@@ -21,8 +20,8 @@ def show_glimpses(model: nn.Module, dataset: Dataset, figures_dir: Path, names: 
     plt = pyplot()
     device = next(model.parameters()).device
     count = min(6, len(dataset))
-    images = dataset.images[:count].float().to(device) / 255.0  # type: ignore[attr-defined]
-    labels = dataset.labels[:count]  # type: ignore[attr-defined]
+    images = dataset.images[:count].float().to(device) / 255.0
+    labels = dataset.labels[:count]
     objects = getattr(dataset, "boxes", None)
     out = model(images)
     predicted = out.logits.argmax(-1).cpu()

@@ -14,12 +14,15 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from foveal.errors import FovealError
 from foveal.specs import flatten
 from foveal.train.run_dir import RunDir
 from foveal.viz._mpl import pyplot
+
+if TYPE_CHECKING:
+    from matplotlib.typing import LineStyleType, MarkerType
 
 IMAGE_SUFFIXES = (".png", ".gif", ".jpg", ".jpeg")
 NOT_METRICS = {"step", "time", "split"}
@@ -52,8 +55,17 @@ def final_metrics(run_dir: str | Path, events: Sequence[dict[str, Any]]) -> dict
     return {k: v for k, v in evals[-1].items() if k not in NOT_METRICS} if evals else {}
 
 
+class SeriesStyle(TypedDict):
+    """How one kind of series is drawn: its legend label and its line."""
+
+    label: str
+    color: str
+    linestyle: LineStyleType
+    marker: MarkerType | None
+
+
 # The two kinds of series on a curve panel, drawn alike in every panel and named by the legend.
-SERIES = {
+SERIES: dict[str, SeriesStyle] = {
     "train": {"label": "train (mean of each logged window)", "color": "#1f77b4", "linestyle": "-", "marker": None},
     "eval": {"label": "eval (held-out set)", "color": "#d62728", "linestyle": "--", "marker": "o"},
 }
@@ -138,7 +150,7 @@ def curves_figure(events: Sequence[dict[str, Any]], progress: Progress | None = 
     fig, axes = plt.subplots(
         rows, columns, figsize=(4 * columns, 2.6 * rows + 0.4), squeeze=False, layout="constrained"
     )
-    unfinished = progress is not None and not progress.finished
+    unfinished = progress if progress is not None and not progress.finished else None
     for ax, name in zip(axes.flat, names, strict=False):
         values: list[float] = []
         for split in splits:
@@ -161,9 +173,9 @@ def curves_figure(events: Sequence[dict[str, Any]], progress: Progress | None = 
         limits = _unmagnified_limits(values, log) if values else None
         if limits is not None:
             ax.set_ylim(*limits)
-        if unfinished and progress.steps:
-            ax.axvline(progress.steps, color="#999999", linestyle=":", linewidth=1)
-            ax.set_xlim(right=progress.steps * 1.03)
+        if unfinished is not None and unfinished.steps:
+            ax.axvline(unfinished.steps, color="#999999", linestyle=":", linewidth=1)
+            ax.set_xlim(right=unfinished.steps * 1.03)
         ax.set_title(name, fontsize=10)
         ax.grid(alpha=0.3)
         ax.tick_params(labelsize=8)
@@ -187,9 +199,13 @@ def curves_figure(events: Sequence[dict[str, Any]], progress: Progress | None = 
         for s in splits
     ]
     fig.legend(handles=handles, loc="outside upper left", ncols=len(handles), fontsize=8, frameon=False)
-    if unfinished:
+    if unfinished is not None:
         fig.suptitle(
-            f"{progress.describe()} (dotted: the configured last step)", x=0.99, ha="right", fontsize=9, color="#b00000"
+            f"{unfinished.describe()} (dotted: the configured last step)",
+            x=0.99,
+            ha="right",
+            fontsize=9,
+            color="#b00000",
         )
     return fig
 

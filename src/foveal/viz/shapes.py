@@ -77,6 +77,7 @@ def question_panels(
         right = int(batch.correct[n]) if pointing else int(batch.answer[n])
         mark = "ok" if int(prediction[n]) == right else "WRONG"
         words = [data.vocab[int(w)] for w in batch.question[n, : int(batch.length[n])]]
+        objects, object_names = data.objects_of(q)
         panels.append(
             QuestionPanel(
                 image=denormalize(batch.image[n]),
@@ -88,7 +89,8 @@ def question_panels(
                 boxes=batch.boxes[n] if pointing else None,
                 chosen=int(prediction[n]) if pointing else None,
                 correct=int(batch.correct[n]) if pointing else None,
-                **dict(zip(("objects", "object_names"), data.objects_of(q), strict=True)),
+                objects=objects,
+                object_names=object_names,
             )
         )
     return panels
@@ -129,7 +131,7 @@ def two_hop_figure(
                     fontsize=5,
                     loc="left",
                 )
-            else:
+            elif maps is not None:  # a column past the picture is a hop, so there are maps
                 ax.imshow(overlay_on_extent(picture, maps[row, col - 1], (model.grid, model.grid), model.covered))
                 on = (maps[row, col - 1] * cells[row]).sum(-1).tolist()
                 ax.set_title(f"hop {col}: " + " ".join(f"{r} {m:.2f}" for r, m in zip(OBJECT_ROLES, on, strict=True)),

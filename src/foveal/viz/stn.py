@@ -3,16 +3,28 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Protocol
 
 import torch
 from torch import Tensor, nn
-from torch.utils.data import Dataset
 
 from foveal.models.stn_classifier import transform_box
 from foveal.viz._mpl import pyplot
 
 OBJECT_COLOUR = "#00e5ff"  # the object's outline, as on the VQA figures
 OBJECT_LEVEL = 0.1  # a pixel brighter than this (of 1) is the object: the canvases' background is 0
+
+
+class LabelledImages(Protocol):
+    """A data set that holds its test images and labels as tensors: uint8 ``(N, 1, H, W)``, int64 ``(N,)``."""
+
+    @property
+    def images(self) -> Tensor: ...
+
+    @property
+    def labels(self) -> Tensor: ...
+
+    def __len__(self) -> int: ...
 
 
 def mass_in_box(images: Tensor, corners: Tensor) -> Tensor:
@@ -38,7 +50,9 @@ def mass_in_box(images: Tensor, corners: Tensor) -> Tensor:
     return (flat * inside).sum(1) / flat.sum(1).clamp_min(1e-12)
 
 
-def show_transformer(model: nn.Module, dataset: Dataset, figures_dir: Path, names: tuple[str, ...]) -> list[Path]:
+def show_transformer(
+    model: nn.Module, dataset: LabelledImages, figures_dir: Path, names: tuple[str, ...]
+) -> list[Path]:
     """Input with the transform's box and the object's outline (top), the transformer's output (bottom), for 8
     test images; each title gives the prediction and the share of the object's brightness inside the box."""
     from matplotlib import colormaps
@@ -48,13 +62,14 @@ def show_transformer(model: nn.Module, dataset: Dataset, figures_dir: Path, name
     plt = pyplot()
     device = next(model.parameters()).device
     count = min(8, len(dataset))
-    images = dataset.images[:count].float().to(device) / 255.0  # type: ignore[attr-defined]
-    labels = dataset.labels[:count]  # type: ignore[attr-defined]
+    images = dataset.images[:count].float().to(device) / 255.0
+    labels = dataset.labels[:count]
     logits, theta, seen = model(images)
     predicted = logits.argmax(-1).cpu()
     rows = 1 if theta is None else 2
     fig, axes = plt.subplots(rows, count, figsize=(1.5 * count + 0.8, 1.8 * rows + 0.9), squeeze=False)
-    boxes = None if theta is None else transform_box(theta.cpu(), tuple(images.shape[-2:]))
+    H, W = images.shape[-2:]
+    boxes = None if theta is None else transform_box(theta.cpu(), (H, W))
     masses = None if boxes is None else mass_in_box(images.cpu(), boxes)
     for j in range(count):
         ax = axes[0, j]
@@ -69,7 +84,6 @@ def show_transformer(model: nn.Module, dataset: Dataset, figures_dir: Path, name
             ax.plot(box[:, 0], box[:, 1], color="orange", linewidth=1.2)
             ax.plot(box[0, 0], box[0, 1], "o", color="orange", markersize=3)  # the output's top-left
             axes[1, j].imshow(seen[j, 0].cpu().numpy(), cmap="gray", vmin=0, vmax=1)
-    H, W = images.shape[-2:]
     for ax in axes[0]:
         ax.set_xlim(-2.5, W + 1.5)  # the image and a thin margin, so a box at the edge stays visible
         ax.set_ylim(H + 1.5, -2.5)

@@ -85,25 +85,26 @@ def _draw_boxes(ax, panel: QuestionPanel, boxes: Tensor) -> None:
         ax.text(x0 - 0.5, y0 - 1.5, str(k), color=colour, fontsize=5)
 
 
-def _draw_maps(fig, axes: list, panel: QuestionPanel, grid: tuple[int, int], extent: int) -> None:
-    """Every hop's map on one scale with its colour bar, the question's objects outlined, the mass on each."""
+def _draw_maps(fig, axes: list, panel: QuestionPanel, maps: Tensor, grid: tuple[int, int], extent: int) -> None:
+    """Every hop's map (``maps``, the panel's) on one scale with its colour bar, the question's objects
+    outlined, the mass on each."""
     from matplotlib import colormaps
     from matplotlib.cm import ScalarMappable
     from matplotlib.colors import Normalize
     from matplotlib.patches import Rectangle
 
-    maps = panel.maps.float()
+    maps = maps.float()
     uniform = 1.0 / (grid[0] * grid[1])
     vmax = max(float(maps.max()), uniform)
-    masses = None
+    masses, boxes = None, []
     if panel.objects is not None:
         touched = (box_weights(panel.objects.float(), (extent, extent), grid) > 0).float()  # (R, N)
         masses = maps @ touched.T  # (hops, R)
+        boxes = panel.objects.tolist()
     for k, ax in enumerate(axes):
         ax.imshow(overlay_on_extent(panel.image, maps[k], grid, extent, vmax=vmax))
         title = f"hop {k + 1}"
         if masses is not None:
-            boxes = panel.objects.tolist()
             for (x0, y0, x1, y1), style in zip(boxes, OBJECT_STYLES, strict=False):
                 box = Rectangle((x0 - 0.5, y0 - 0.5), x1 - x0, y1 - y0, fill=False, ec=OBJECT_COLOUR, lw=1, ls=style)
                 ax.add_patch(box)
@@ -155,7 +156,8 @@ def vqa_family_figure(
         ax.set_title(panel.title, fontsize=5, loc="left")
         ax.axis("off")
         if panel.maps is not None:
-            _draw_maps(fig, [fig.add_subplot(cells[0, 1 + k]) for k in range(panel.maps.shape[0])], panel, grid, extent)
+            subplots = [fig.add_subplot(cells[0, 1 + k]) for k in range(panel.maps.shape[0])]
+            _draw_maps(fig, subplots, panel, panel.maps, grid, extent)
         for s, step_weights in enumerate([] if panel.word_weights is None else panel.word_weights.split(1)):
             ax = fig.add_subplot(cells[1, 1 + s])
             ax.imshow(step_weights.numpy(), cmap="Reds", vmin=0, aspect="auto")

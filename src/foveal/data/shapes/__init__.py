@@ -141,11 +141,11 @@ class ShapesArrays:
     candidates: np.ndarray
     correct: np.ndarray
     # optional so files cached before these fields load: for them first = colour, questions = "single"
-    first: np.ndarray | None = None  # int64 (Q,): the object found first (see the module docstring)
+    first: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))  # int64 (Q,): the object found first
     questions: np.ndarray = field(default_factory=lambda: np.array("single"))  # 0-d str: the question set
 
     def __post_init__(self) -> None:
-        if self.first is None:
+        if self.first.size == 0:  # no first given (see the module docstring for what it is)
             self.first = self.colour.astype(np.int64).copy()
         self.questions = np.asarray(self.questions, dtype=str)
 
