@@ -11,7 +11,8 @@ from torch.testing import assert_close
 
 from _grads import assert_every_parameter_learns
 from foveal.attention.grid import flatten_grid
-from foveal.models.vqa import VQA, VQA_HEADS, GridEncoder, HeadInputs, QuestionEncoder, VQASpec
+from foveal.errors import FovealError
+from foveal.models.vqa import VQA, VQA_HEADS, GridEncoder, HeadInputs, QuestionEncoder, TransformerHead, VQASpec
 from foveal.models.vqa.model import _slot_in_picture
 from foveal.registry import MODELS
 
@@ -533,3 +534,9 @@ def test_an_empty_batch_gives_empty_outputs(head):
     for image_index in (None, torch.zeros(0, dtype=torch.long)):
         out = model(torch.randn(0, 3, 64, 64), *no_questions, image_index=image_index, boxes=torch.zeros(0, 4, 4))
         assert out.logits.shape == (0, 12) and out.candidate_logits.shape == (0, 4)
+
+
+def test_transformer_head_without_the_words_names_what_it_needs() -> None:
+    head = TransformerHead(8, k_dim=4, hops=1, heads=2)
+    with pytest.raises(FovealError, match=r"TransformerHead: expected inputs\.words and inputs\.word_mask"):
+        head(torch.randn(2, 5, 8), torch.randn(2, 8))

@@ -11,7 +11,7 @@ whether it can answer several questions about one picture in one pass. The atten
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import ClassVar, NamedTuple, Protocol
+from typing import ClassVar, NamedTuple, Protocol, cast
 
 import torch
 import torch.nn.functional as F
@@ -164,6 +164,8 @@ class _DividedLinear(nn.Linear):
     """``nn.Linear`` divided by a constant: the additive score's ``w_a`` under a temperature, with the
     same parameter names (``weight``, ``bias``), so checkpoints keep their keys."""
 
+    divisor: Tensor
+
     def __init__(self, linear: nn.Linear, temperature: float) -> None:
         super().__init__(linear.in_features, linear.out_features, bias=linear.bias is not None)
         self.load_state_dict(linear.state_dict())
@@ -228,7 +230,7 @@ class StackedHead(VQAHead):
             nn.init.ones_(self.gate.bias)  # g = 1 + W_g v_Q: the plain sum v_filt + v_Q, give or take
         for hop in attention.hops:
             if hop.score == "additive":  # wrapped at 1 too, so a schedule can change it during training
-                hop.w_a = _DividedLinear(hop.w_a, 1.0)
+                hop.w_a = _DividedLinear(cast(nn.Linear, hop.w_a), 1.0)  # an additive hop's w_a is a Linear
         self.temperature = temperature
 
     @property
@@ -245,8 +247,9 @@ class StackedHead(VQAHead):
                 if hop.score != "additive":
                     raise FovealError(f"temperature applies to the additive score, not {hop.score!r}")
         for hop in self.attention.hops:
-            if isinstance(getattr(hop, "w_a", None), _DividedLinear):
-                hop.w_a.temperature = value
+            w_a = getattr(hop, "w_a", None)
+            if isinstance(w_a, _DividedLinear):
+                w_a.temperature = value
         self._temperature = value
 
     @property
@@ -356,7 +359,8 @@ class CrossLayerHead(VQAHead):
     def forward(self, V: Tensor, v_Q: Tensor, inputs: HeadInputs = NO_INPUTS) -> HeadOutput:
         layers = inputs.layers
         output, gamma, alphas = self.attention([flatten_grid(layer) for layer in layers], v_Q)
-        grid = layers[-1].shape[-2:]
+        h, w = layers[-1].shape[-2:]
+        grid = (h, w)
         maps = []
         for alpha, layer in zip(alphas, layers, strict=True):
             resampled = F.adaptive_avg_pool2d(alpha.view(-1, 1, *layer.shape[-2:]), grid).flatten(1)
@@ -484,8 +488,10 @@ class TransformerHead(VQAHead):
         self.readout = SpatialAttention(dim, dim, k_dim)
 
     def forward(self, V: Tensor, v_Q: Tensor, inputs: HeadInputs = NO_INPUTS) -> HeadOutput:
-        word_mask = inputs.word_mask
-        x, y = V, inputs.words
+        word_mask, y = inputs.word_mask, inputs.words
+        if y is None or word_mask is None:
+            raise FovealError(f"{type(self).__name__}: expected inputs.words and inputs.word_mask, got None")
+        x = V
         real = word_mask.to(V.dtype)
         image_maps, word_maps = [], []
         for block in self.blocks:
