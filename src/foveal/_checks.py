@@ -62,11 +62,11 @@ def check_shape(
         >>> check_shape("key", torch.zeros(2, 7, 4), ("B", "m", "d"), sizes)
         Traceback (most recent call last):
         ...
-        ValueError: key: expected shape (B=2, m, d=8), got (2, 7, 4)
+        foveal.errors.FovealError: key: expected shape (B=2, m, d=8), got (2, 7, 4)
         >>> check_shape("affinity", torch.zeros(3, 4), ("n", "n"))
         Traceback (most recent call last):
         ...
-        ValueError: affinity: expected shape (n, n), got (3, 4)
+        foveal.errors.FovealError: affinity: expected shape (n, n), got (3, 4)
     """
     sizes = {} if sizes is None else sizes
     shape = tuple(tensor.shape)

@@ -26,7 +26,7 @@ class Registry(Generic[T]):
         >>> reg.get("blue")
         Traceback (most recent call last):
         ...
-        ValueError: unknown colour 'blue'; choose from: red
+        foveal.errors.FovealError: unknown colour 'blue'; choose from: red
     """
 
     def __init__(self, kind: str) -> None:

@@ -34,7 +34,7 @@ def resolve_spec(spec_type: type[S], spec: S | None, options: dict[str, Any]) ->
         >>> resolve_spec(Spec, Spec(size=8), {"dpth": 3})
         Traceback (most recent call last):
         ...
-        ValueError: unknown option 'dpth' of Spec; did you mean 'depth'? options: size, depth
+        foveal.errors.FovealError: unknown option 'dpth' of Spec; did you mean 'depth'? options: size, depth
     """
     base = spec_type() if spec is None else spec
     if not isinstance(base, spec_type):

@@ -1,11 +1,9 @@
 """The heads of :class:`foveal.models.vqa.VQA`: what combines the regions and the question into ``phi``.
 
-Every head is called the same way, ``head(V, v_Q, inputs) -> HeadOutput``: ``V`` the regions,
-``v_Q`` the question vector, ``inputs`` (:class:`HeadInputs`) everything else a head may read (the
-score's keys, the question's words, the CNN's layers). A head names what it reads in
-:attr:`VQAHead.reads`, so the model computes only that, and says in :attr:`VQAHead.grouped`
-whether it can answer several questions about one picture in one pass. The attention modules come from
-:mod:`foveal.attention`; a head here only adapts their outputs.
+Every head is called as ``head(V, v_Q, inputs) -> HeadOutput`` (``inputs``: :class:`HeadInputs`, the score's
+keys, the words, the CNN's layers), names what it reads in :attr:`VQAHead.reads` and says in
+:attr:`VQAHead.grouped` whether it answers several questions about one picture in one pass. The attention
+modules come from :mod:`foveal.attention`; a head here only adapts their outputs.
 """
 
 from __future__ import annotations
@@ -39,12 +37,9 @@ class HeadInputs(NamedTuple):
     """What a head may read besides the regions ``V`` and the question vector ``v_Q``.
 
     :class:`foveal.models.vqa.VQA` fills only the fields the head names in :attr:`VQAHead.reads`
-    (``"keys"``, ``"words"`` for words and word_mask, ``"layers"``); the others stay empty.
-
-    Shape:
+    (``"keys"``, ``"words"`` for words and word_mask, ``"layers"``); the others stay empty. Shape:
         - keys: ``(B, N, d)``, what the score reads for each region (None: the regions themselves)
-        - words: ``(B, T, d)``, the question encoder's state at every word; word_mask: bool ``(B, T)``,
-          True = a real word
+        - words: ``(B, T, d)``, the encoder's state at every word; word_mask: bool ``(B, T)``, True = a word
         - layers: each CNN block's output map ``(B, C_l, h_l, w_l)``, the last one the grid of ``V``
     """
 
@@ -359,8 +354,7 @@ class CrossLayerHead(VQAHead):
     def forward(self, V: Tensor, v_Q: Tensor, inputs: HeadInputs = NO_INPUTS) -> HeadOutput:
         layers = inputs.layers
         output, gamma, alphas = self.attention([flatten_grid(layer) for layer in layers], v_Q)
-        h, w = layers[-1].shape[-2:]
-        grid = (h, w)
+        grid = (int(layers[-1].shape[-2]), int(layers[-1].shape[-1]))
         maps = []
         for alpha, layer in zip(alphas, layers, strict=True):
             resampled = F.adaptive_avg_pool2d(alpha.view(-1, 1, *layer.shape[-2:]), grid).flatten(1)
