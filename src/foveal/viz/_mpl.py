@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 from functools import cache
+from pathlib import Path
 from types import ModuleType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 
 @cache
@@ -24,3 +29,11 @@ def pyplot() -> ModuleType:
     import matplotlib.pyplot as plt
 
     return plt
+
+
+def save_figure(fig: Figure, path: Path, dpi: int = 100) -> Path:
+    """Write ``fig`` to ``path`` (its folder made if need be), cropped to what is drawn, and close it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=dpi, bbox_inches="tight")
+    pyplot().close(fig)
+    return path

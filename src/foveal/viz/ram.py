@@ -6,7 +6,7 @@ from pathlib import Path
 
 from torch import Tensor, nn
 
-from foveal.viz._mpl import pyplot
+from foveal.viz._mpl import pyplot, save_figure
 from foveal.viz.stn import OBJECT_COLOUR, LabelledImages
 
 
@@ -64,8 +64,4 @@ def show_glimpses(model: nn.Module, dataset: LabelledImages, figures_dir: Path, 
         "cyan dashed: the object's box; title: the prediction (green right, red wrong)",
         fontsize=8,
     )
-    figures_dir.mkdir(parents=True, exist_ok=True)
-    path = figures_dir / "glimpses.png"
-    fig.savefig(path, dpi=90, bbox_inches="tight")
-    plt.close(fig)
-    return [path]
+    return [save_figure(fig, figures_dir / "glimpses.png", dpi=90)]

@@ -9,7 +9,7 @@ import torch
 from torch import Tensor, nn
 
 from foveal.models.stn_classifier import transform_box
-from foveal.viz._mpl import pyplot
+from foveal.viz._mpl import pyplot, save_figure
 
 OBJECT_COLOUR = "#00e5ff"  # the object's outline, as on the VQA figures
 OBJECT_LEVEL = 0.1  # a pixel brighter than this (of 1) is the object: the canvases' background is 0
@@ -104,8 +104,4 @@ def show_transformer(
         "the object's brightness inside the box",
         fontsize=7,
     )
-    figures_dir.mkdir(parents=True, exist_ok=True)
-    path = figures_dir / "transformer.png"
-    fig.savefig(path, dpi=100, bbox_inches="tight")
-    plt.close(fig)
-    return [path]
+    return [save_figure(fig, figures_dir / "transformer.png", dpi=100)]
