@@ -27,7 +27,7 @@ test: $(STAMP)
 
 # The long end-to-end checks (recipes' quick presets converging); CI runs them after `make test`.
 test-slow: $(STAMP)
-	$(BIN)/python -m pytest -m slow
+	$(BIN)/python -m pytest -m slow -n auto
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks studies scripts
