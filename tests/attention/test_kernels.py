@@ -9,6 +9,7 @@ import torch.nn.functional as F
 from torch.testing import assert_close
 
 from foveal import attend
+from foveal.attention import Attention, _kernels
 
 SCORES = ("dot", "scaled_dot", "cosine")
 
@@ -140,3 +141,35 @@ def test_dropout_on_the_weights_only_in_training_calls():
     torch.manual_seed(0)
     dropped = attend(q, q, q, dropout=0.5, need_weights=True, fused=False)
     assert not torch.allclose(dropped.output, attend(q, q, q).output)
+
+
+def test_masked_fused_path_reads_no_value_off_the_cpu():
+    # Meta tensors hold no values: any host read (item, bool, a finiteness test) raises. So this is the
+    # path an accelerator takes: no call waits for the device, forward or backward.
+    q, k, v = (torch.randn(2, 3, 6, 8, device="meta", requires_grad=True) for _ in range(3))
+    mask = torch.ones(2, 1, 1, 6, dtype=torch.bool, device="meta")
+    out = attend(q, k, v, mask=mask, need_weights=False).output
+    out.sum().backward()
+    assert out.shape == (2, 3, 6, 8) and q.grad is not None and k.grad is not None
+    layer = Attention(24, heads=3, device="meta")
+    x = torch.randn(2, 6, 24, device="meta")
+    assert layer(x, mask=torch.ones(2, 1, 6, dtype=torch.bool, device="meta")).output.shape == (2, 6, 24)
+
+
+@pytest.mark.parametrize("target", ["key", "value"])
+def test_padding_zeroed_on_the_device_is_inert_and_rows_without_keys_are_zero(monkeypatch, target):
+    # The accelerator's (and the traced) path zeroes the padding without reading it; held here on the CPU.
+    monkeypatch.setattr(_kernels, "tracing", lambda: True)
+    q, k, v = (torch.randn(2, 3, 6, 8, requires_grad=True) for _ in range(3))
+    mask = torch.ones(2, 1, 6, 6, dtype=torch.bool)
+    mask[1, ..., 4:] = False
+    mask[0, :, 2] = False  # query 2 of the first sequence attends nothing
+    reference = attend(q, k, v, mask=mask, need_weights=True, fused=False).output
+    dirty = {"key": k.detach().clone(), "value": v.detach().clone()}
+    dirty[target][1, :, 4:] = float("nan")
+    dirty = {name: x.requires_grad_() for name, x in dirty.items()}
+    out = attend(q, dirty["key"], dirty["value"], mask=mask, need_weights=False).output
+    assert_close(out, reference.detach())
+    assert (out[0, :, 2] == 0).all()
+    out.sum().backward()
+    assert torch.isfinite(q.grad).all() and torch.isfinite(dirty[target].grad).all()

@@ -66,14 +66,15 @@ def _guard_padding(key: Tensor, value: Tensor, mask: Tensor) -> tuple[Tensor, Te
     """The keys and values SDPA may be given under ``mask``, and where rows have a key (None: all do).
 
     The kernel gives a masked key weight 0, but ``0 * NaN`` is NaN, in the output and in every
-    gradient: padding must hold finite numbers. Rather than copy the keys and values with their
-    padding zeroed (two copies, twice the memory of SDPA's output), their sums are read (no copy):
-    only where one is not finite is the padding zeroed. A row with no key is set to zero afterwards,
-    since SDPA's CUDA kernels give it the mean of the values in 16 bits. Under tracing, where values
-    cannot be read, the padding is always zeroed and the rows always set.
+    gradient: padding must hold finite numbers. A row with no key is set to zero afterwards, since
+    SDPA's CUDA kernels give it the mean of the values in 16 bits. Both need to know the values:
+    on the CPU, where reading a value costs nothing, the sums of the keys and values are read (no
+    copy) and the padding is zeroed only where one is not finite. On an accelerator a read would
+    stall the host until the device has caught up, every call, so there (and while traced, where
+    values cannot be read) the padding is always zeroed and the rows always set, on the device.
     """
     has_key = mask.any(dim=-1, keepdim=True)
-    if tracing():
+    if key.device.type != "cpu" or tracing():
         return (*_drop_unreachable(key, value, mask), has_key)
     # One sum holds any NaN or Inf of either (inf - inf is NaN); float32, so that 16-bit sums do not overflow.
     if not math.isfinite(key.sum(dtype=torch.float32).add_(value.sum(dtype=torch.float32)).item()):
