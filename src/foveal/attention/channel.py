@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import torch
 from torch import Tensor, nn
@@ -159,18 +159,21 @@ class CrossLayerAttention(nn.Module):
         if len(layers) != len(self.project):
             raise FovealError(f"layers: expected {len(self.project)} tensors, got {len(layers)}")
         check_module_dtype(self, h_Q=h_Q, **{f"layers[{l}]": V for l, V in enumerate(layers)})
-        sizes = check_shape("h_Q", h_Q, ("B", self.score.W_q.in_features))
+        q_dim = self.score.W_q.in_features
+        sizes = check_shape("h_Q", h_Q, ("B", q_dim))
         query = h_Q.unsqueeze(1)
-        attended, layer_logits, alphas = [], [], []
+        attended: list[Tensor] = []
+        logsums: list[Tensor] = []
+        alphas: list[Tensor] = []
         for l, (V, project) in enumerate(zip(layers, self.project, strict=True)):
-            check_shape(f"layers[{l}]", V, ("B", None, project.in_features), sizes)
+            check_shape(f"layers[{l}]", V, ("B", None, cast(nn.Linear, project).in_features), sizes)
             u = project(V)  # (B, N_l, dim)
             e = self.score(query, u).squeeze(1)  # (B, N_l)
             alpha = e.softmax(dim=-1)
             attended.append((alpha.unsqueeze(1) @ u).squeeze(1))
-            layer_logits.append(e.logsumexp(dim=-1))
+            logsums.append(e.logsumexp(dim=-1))
             alphas.append(alpha)
-        layer_logits = torch.stack(layer_logits, dim=-1)  # (B, L)
+        layer_logits = torch.stack(logsums, dim=-1)  # (B, L)
         if all(V.shape[1] for V in layers):
             gamma = layer_logits.softmax(dim=-1)
         else:  # an empty layer's log-sum is -inf; masked_softmax gives it 0 and an all-empty row zeros
@@ -181,7 +184,6 @@ class CrossLayerAttention(nn.Module):
 
     def example_inputs(self, batch: int = 2, generator: torch.Generator | None = None) -> tuple[object, ...]:
         """Small random inputs for :meth:`forward` (used by the conformance tests)."""
-        layers = [
-            torch.randn(batch, 16 // 2**l, p.in_features, generator=generator) for l, p in enumerate(self.project)
-        ]
+        sizes = [cast(nn.Linear, project).in_features for project in self.project]
+        layers = [torch.randn(batch, 16 // 2**l, c, generator=generator) for l, c in enumerate(sizes)]
         return layers, torch.randn(batch, self.score.W_q.in_features, generator=generator)

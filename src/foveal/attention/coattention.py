@@ -21,7 +21,7 @@ or no words) is a set with nothing to attend: it adds zeros where it would add i
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import torch
 from torch import Tensor, nn
@@ -57,10 +57,11 @@ class CoAttentionOutput(NamedTuple):
 def _check_inputs(module: nn.Module, V: Tensor, Q: Tensor, mask: Tensor | None, v_Q: Tensor | None) -> Tensor:
     """Check the inputs every co-attention module takes; return ``Q`` with its padded words zeroed."""
     check_module_dtype(module, V=V, Q=Q, v_Q=v_Q, optional=("v_Q",))
-    sizes = check_shape("V", V, ("B", "N", module.dim))
-    check_shape("Q", Q, ("B", "T", module.dim), sizes)
+    dim = cast(int, module.dim)
+    sizes = check_shape("V", V, ("B", "N", dim))
+    check_shape("Q", Q, ("B", "T", dim), sizes)
     if v_Q is not None:
-        check_shape("v_Q", v_Q, ("B", module.dim), sizes)
+        check_shape("v_Q", v_Q, ("B", dim), sizes)
     if mask is None:
         return Q
     check_shape("mask", mask, ("B", "T"), sizes)

@@ -37,7 +37,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import torch
 import torch.nn.functional as F
@@ -258,7 +258,7 @@ def attend(
         if score == "scaled_dot" and not dropout:
             out = F.scaled_dot_product_attention(query, key, value)
         else:
-            out = F.scaled_dot_product_attention(query, key, value, dropout_p=dropout, scale=_SCALES[score])
+            out = F.scaled_dot_product_attention(query, key, value, dropout_p=dropout, scale=_SCALES[cast(str, score)])
         return _new_output(AttentionOutput, (out, None))
     # SDPA cannot fold an empty tensor into its (batch, heads, n, d) layout; the plain path can.
     nonempty = min(query.numel(), key.numel(), value.numel()) > 0

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple, cast
 
 import torch
 from torch import Tensor, nn
@@ -232,7 +232,7 @@ class NonLocalBlock(nn.Module):
         if f == "concatenation" and score is not None:
             raise FovealError("score: f='concatenation' has its own score, ReLU(w^T [theta(x_j), phi(x_i)])")
         self.f = f
-        options = dict(out_dim=inner, heads=heads, normalize="softmax" if "gaussian" in f else "count")
+        options: dict[str, Any] = dict(out_dim=inner, heads=heads, normalize="softmax" if "gaussian" in f else "count")
         if f == "gaussian":
             options.update(embed=False, score="dot" if score is None else score)
         elif f == "concatenation":
@@ -244,7 +244,7 @@ class NonLocalBlock(nn.Module):
         self.attention = MapAttention(channels, **options)
         self.W_z = nn.Conv1d(inner, channels, kernel_size=1)
         nn.init.zeros_(self.W_z.weight)
-        nn.init.zeros_(self.W_z.bias)
+        nn.init.zeros_(cast(Tensor, self.W_z.bias))
 
     def forward(self, x: Tensor, need_weights: bool = False) -> MapAttentionOutput:
         check_module_dtype(self, x=x)

@@ -181,4 +181,5 @@ def attention_rollout(
                 f"maps[{l}]: expected shape {tuple(result.shape)} after head fusion, got {tuple(w.shape)}"
             )
         result = w if result is None else w @ result
+    assert result is not None  # at least one map, checked above
     return result

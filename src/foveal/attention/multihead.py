@@ -214,7 +214,7 @@ class Attention(nn.Module):
             dropout=self.attn_drop.p if self.training else 0.0,
         )
         out = out.transpose(1, 2).reshape(sizes["B"], sizes["n"], self.out_dim)
-        if self.proj is not None:
+        if self.proj is not None and self.proj_drop is not None:
             out = self.proj_drop(self.proj(out))
         return AttentionOutput(out, weights)
 
@@ -232,7 +232,7 @@ class Attention(nn.Module):
                 k, v = F.linear(key, torch.cat(w[1:]), None if b[1] is None else torch.cat(b[1:])).split(sizes[1:], -1)
             else:
                 k, v = F.linear(key, w[1], b[1]), F.linear(value, w[2], b[2])
-        return tuple(x.unflatten(-1, (self.heads, -1)).transpose(1, 2) for x in (q, k, v))  # type: ignore[return-value]
+        return tuple(x.unflatten(-1, (self.heads, -1)).transpose(1, 2) for x in (q, k, v))
 
     @classmethod
     def from_timm(cls, state_dict: Mapping[str, Tensor], heads: int, **options: object) -> Attention:
