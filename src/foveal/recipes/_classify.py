@@ -34,7 +34,7 @@ class ImageData:
 
 def image_sets(data: ImageData, distortion: str) -> tuple[DistortedImages, DistortedImages]:
     """The train and test splits of ``data.dataset`` under ``distortion``."""
-    common = {
+    common: dict[str, Any] = {
         "seed": data.data_seed,
         "cache_dir": data.cache_dir or None,
         "root": data.data_dir or None,
@@ -122,7 +122,7 @@ class HeldOut(NamedTuple):
 
 def describe_classifier(config: Any, task: Task) -> dict[str, dict[str, Any]]:
     """Greyscale pictures in [0, 1] of the test set's size; the class names."""
-    size = list(task.eval_set.images.shape[-2:])  # type: ignore[attr-defined]
+    size = list(task.evaluation_set().images.shape[-2:])
     return {
         "preprocessing": {"size": size, "channels": 1, "mean": [0.0], "std": [1.0]},
         "labels": {"classes": list(class_names(config.data.dataset))},
@@ -131,8 +131,8 @@ def describe_classifier(config: Any, task: Task) -> dict[str, dict[str, Any]]:
 
 def sample_images(config: Any, task: Task, count: int = 8) -> dict[str, Tensor]:
     """The first ``count`` test images (uint8) and labels, the ones ``show`` draws, and their objects' boxes."""
-    test = task.eval_set
-    held_out = {"images": test.images[:count].contiguous(), "labels": test.labels[:count].contiguous()}  # type: ignore[attr-defined]
+    test = task.evaluation_set()
+    held_out = {"images": test.images[:count].contiguous(), "labels": test.labels[:count].contiguous()}
     if getattr(test, "boxes", None) is not None:
-        held_out["boxes"] = test.boxes[:count].contiguous()  # type: ignore[attr-defined]
+        held_out["boxes"] = test.boxes[:count].contiguous()
     return held_out

@@ -38,6 +38,7 @@ class NTMConfig(RunConfig):
     """The model, curriculum and evaluation settings shared by every NTM recipe."""
 
     model: NTMSpec = field(default_factory=NTMSpec)
+    width: int = 8  # bits per vector
     curriculum: bool = True  # start on short sequences and lengthen them as they are mastered
     curriculum_threshold: float = 0.01  # raise the level when the running bit error rate is below this
     # A constant rate let copy converge and then collapse, hence a lower one once mastered (docs/studies/ntm-copy.md).

@@ -40,7 +40,7 @@ def field_types(cls: type) -> dict[str, Any]:
     types_: dict[str, Any] = {}
     for f in dataclasses.fields(cls):
         tp = hints[f.name]
-        if dataclasses.is_dataclass(tp):
+        if isinstance(tp, type) and dataclasses.is_dataclass(tp):
             types_.update({f"{f.name}.{k}": v for k, v in field_types(tp).items()})
         else:
             types_[f.name] = tp
@@ -281,8 +281,9 @@ def describe_config(config: Any, prefix: str = "") -> list[tuple[str, str, Any, 
         >>> key, type_name, value
         ('seed', 'int', 0)
     """
-    hints = typing.get_type_hints(type(config))
-    docs = field_docs(type(config))
+    config_type: type = type(config)
+    hints = typing.get_type_hints(config_type)
+    docs = field_docs(config_type)
     rows: list[tuple[str, str, Any, str]] = []
     for f in dataclasses.fields(config):
         value = getattr(config, f.name)

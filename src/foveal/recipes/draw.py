@@ -24,7 +24,7 @@ from foveal.data.binarized import BinarizedImages
 from foveal.models.draw import DRAW, DRAWSpec
 from foveal.recipes.base import LoopConfig, Recipe, RunConfig, Task
 from foveal.registry import RECIPES
-from foveal.viz.draw import show_draw
+from foveal.viz.draw import ImageSet, show_draw
 
 EVAL_SEED = 1234
 """Seed of the evaluation's noise: every evaluation of the same weights gives the same numbers."""
@@ -57,7 +57,7 @@ def _loss(model: nn.Module, batch: Tensor) -> tuple[Tensor, dict[str, float]]:
     return nll + kl, {"nll": nll.item(), "kl": kl.item()}
 
 
-def _batches(dataset: Dataset, size: int, limit: int | None = None) -> tuple[Tensor, ...]:
+def _batches(dataset: ImageSet, size: int, limit: int | None = None) -> tuple[Tensor, ...]:
     """The images in chunks of ``size``; with ``limit``, ``limit`` images evenly spread over the set
     (MNIST 5k's test split is sorted by digit: its first images are all zeros)."""
     images = dataset.images
@@ -66,7 +66,7 @@ def _batches(dataset: Dataset, size: int, limit: int | None = None) -> tuple[Ten
     return images.split(size)
 
 
-def evaluate(model: nn.Module, dataset: Dataset, *, k: int, iwae_images: int | None, batch: int) -> dict[str, float]:
+def evaluate(model: nn.Module, dataset: ImageSet, *, k: int, iwae_images: int | None, batch: int) -> dict[str, float]:
     """Test negative ELBO (closed-form KL) over ``dataset`` and the IWAE NLL over ``iwae_images`` of it.
 
     All in nats per image. The IWAE estimate with ``k`` samples is ``-log mean_k exp(log w_k)``; it
@@ -95,7 +95,7 @@ def evaluate(model: nn.Module, dataset: Dataset, *, k: int, iwae_images: int | N
     return metrics
 
 
-def show(model: nn.Module, dataset: Dataset, figures_dir: Path, *, samples: int = 16) -> list[Path]:
+def show(model: nn.Module, dataset: ImageSet, figures_dir: Path, *, samples: int = 16) -> list[Path]:
     """Generation step by step (PNG strip and GIF) and reconstructions with their read and write boxes
     (:func:`foveal.viz.draw.show_draw`), with the evaluation's noise seed."""
     return show_draw(model, dataset, figures_dir, samples=samples, seed=EVAL_SEED)
@@ -106,7 +106,8 @@ def build(config: DrawConfig) -> Task:
         return BinarizedImages(config.dataset, split, config.binarize, seed=config.data_seed, limit=limit)
 
     train_set, test_set = data("train", config.train_limit), data("test", config.test_limit)
-    model = DRAW(tuple(train_set.images.shape[-2:]), train_set.images.shape[1], config.model)
+    height, width = train_set.images.shape[-2:]
+    model = DRAW((height, width), train_set.images.shape[1], config.model)
     return Task(
         model,
         train_set,
@@ -122,7 +123,7 @@ SAMPLE_IMAGES = 8  # the test images show reconstructs
 
 def describe(config: DrawConfig, task: Task) -> dict[str, dict[str, Any]]:
     """Binary pictures (0 or 1) of the data set's size; DRAW has no labels."""
-    images = task.eval_set.images  # type: ignore[attr-defined]
+    images = task.evaluation_set().images
     binarized = {"binarize": config.binarize} | ({"threshold": 0.5} if config.binarize == "threshold" else {})
     return {
         "preprocessing": {"size": list(images.shape[-2:]), "channels": images.shape[1], **binarized},

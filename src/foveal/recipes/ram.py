@@ -16,11 +16,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal, cast
 
 from torch import Tensor, nn
-from torch.utils.data import Dataset
 
+from foveal.data.images import DistortedImages
 from foveal.models.ram import RAMOrBaselineSpec, ram_loss, ram_or_baseline
 from foveal.recipes._classify import (
     HeldOut,
@@ -64,7 +64,7 @@ def build_ram(config: RAMConfig) -> Task:
         images, labels = batch
         return ram_loss(model(images), labels, reinforce_weight=weight)
 
-    def show(model: nn.Module, dataset: Dataset, figures_dir: Path) -> list[Path]:
+    def show(model: nn.Module, dataset: DistortedImages, figures_dir: Path) -> list[Path]:
         return show_glimpses(model, dataset, figures_dir, names)
 
     return Task(model, train_set, loss, eval_set=test_set, evaluate=error_rate, show=show)
@@ -73,7 +73,7 @@ def build_ram(config: RAMConfig) -> Task:
 def gallery(config: RAMConfig, model: nn.Module, tensors: dict[str, Tensor], figures_dir: Path) -> list[Path]:
     """:func:`show_glimpses` on the shipped sample."""
     held_out = HeldOut(tensors["images"], tensors["labels"], tensors.get("boxes"))
-    return show_glimpses(model, held_out, figures_dir, tuple(model.labels["classes"]))
+    return show_glimpses(model, held_out, figures_dir, tuple(cast(dict[str, Any], model.labels)["classes"]))
 
 
 RECIPES.register("ram")(

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal, cast
 
 from torch import Tensor, nn
-from torch.utils.data import Dataset
 
+from foveal.data.images import DistortedImages
 from foveal.models.stn_classifier import STNSpec, stn_classifier
 from foveal.recipes._classify import (
     HeldOut,
@@ -54,7 +54,7 @@ def build_stn(config: STNConfig) -> Task:
     names = class_names(config.data.dataset)
     model = stn_classifier(1, train_set.image_size, len(names), config.model)
 
-    def show(model: nn.Module, dataset: Dataset, figures_dir: Path) -> list[Path]:
+    def show(model: nn.Module, dataset: DistortedImages, figures_dir: Path) -> list[Path]:
         return show_transformer(model, dataset, figures_dir, names)
 
     return Task(model, train_set, classification_loss, eval_set=test_set, evaluate=error_rate, show=show)
@@ -63,7 +63,7 @@ def build_stn(config: STNConfig) -> Task:
 def gallery(config: STNConfig, model: nn.Module, tensors: dict[str, Tensor], figures_dir: Path) -> list[Path]:
     """:func:`show_transformer` on the shipped sample."""
     held_out = HeldOut(tensors["images"], tensors["labels"], tensors.get("boxes"))
-    return show_transformer(model, held_out, figures_dir, tuple(model.labels["classes"]))
+    return show_transformer(model, held_out, figures_dir, tuple(cast(dict[str, Any], model.labels)["classes"]))
 
 
 QUICK = {"loop.steps": 1500, "data.n_test": 2000}

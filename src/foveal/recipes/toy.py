@@ -9,7 +9,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-from torch.utils.data import Dataset, TensorDataset
+from torch.utils.data import TensorDataset
 
 from foveal.recipes.base import LoopConfig, Recipe, RunConfig, Task
 from foveal.registry import RECIPES
@@ -71,14 +71,14 @@ def _loss(model: nn.Module, batch: list[Tensor]) -> tuple[Tensor, dict[str, floa
     return F.cross_entropy(logits, y), {"acc": (logits.argmax(-1) == y).float().mean().item()}
 
 
-def _evaluate(model: nn.Module, dataset: Dataset) -> dict[str, float]:
+def _evaluate(model: nn.Module, dataset: TensorDataset) -> dict[str, float]:
     device = next(model.parameters()).device
     x, y = (t.to(device) for t in dataset.tensors)
     logits = model(x)
     return {"loss": F.cross_entropy(logits, y).item(), "acc": (logits.argmax(-1) == y).float().mean().item()}
 
 
-def _show(model: nn.Module, dataset: Dataset, figures_dir: Path) -> list[Path]:
+def _show(model: nn.Module, dataset: TensorDataset, figures_dir: Path) -> list[Path]:
     from foveal.viz import pyplot
 
     plt = pyplot()

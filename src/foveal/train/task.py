@@ -11,10 +11,12 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar
 
 from torch import Tensor, nn
 from torch.utils.data import Dataset
+
+from foveal.errors import FovealError
 
 Batch = Any
 LossFn = Callable[[nn.Module, Batch], tuple[Tensor, dict[str, float]]]
@@ -25,13 +27,16 @@ The batch is already on the loop's device. Under ``torchrun`` the model is wrapp
 ``getattr(model, "module", model)``. The loss should be a mean over the batch, so that N ranks
 on ``batch_size / N`` each give the gradient of one process on the whole batch. A loss has no
 side effects: what must change as training goes (a curriculum) is a :class:`Callback`."""
-EvalFn = Callable[[nn.Module, Dataset], dict[str, float]]
+ModelT = TypeVar("ModelT", bound=nn.Module)
+TrainT = TypeVar("TrainT", bound=Dataset)
+EvalT = TypeVar("EvalT", bound=Dataset)
+EvalFn = Callable[[ModelT, EvalT], dict[str, float]]
 """``evaluate(model, dataset) -> {metric name: float}``; runs under ``torch.no_grad`` in eval mode.
 
 The model is the plain module (never DDP-wrapped), on the loop's device: move data to
 ``next(model.parameters()).device``. Evaluation runs on rank 0 only and cannot disturb the
 training random stream (the loop saves and restores the RNG states around it)."""
-ShowFn = Callable[[nn.Module, Dataset, Path], list[Path]]
+ShowFn = Callable[[ModelT, EvalT, Path], list[Path]]
 """``show(model, dataset, figures_dir) -> written paths``: the pictures of where the model looks."""
 
 
@@ -141,14 +146,24 @@ class Callback:
 
 
 @dataclass
-class Task:
-    """What a recipe builds and the loop consumes."""
+class Task(Generic[ModelT, TrainT, EvalT]):
+    """What a recipe builds and the loop consumes.
 
-    model: nn.Module
-    train_set: Dataset
+    Generic in the model and the two data sets, so that a recipe's evaluation and figures are typed
+    with the data set it built (``Task[VQA, EasyVQA, EasyVQA]``); the loop takes any.
+    """
+
+    model: ModelT
+    train_set: TrainT
     loss: LossFn
-    eval_set: Dataset | None = None
-    evaluate: EvalFn | None = None
+    eval_set: EvalT | None = None
+    evaluate: EvalFn[ModelT, EvalT] | None = None
     collate: Callable[[list[Any]], Batch] | None = None
-    show: ShowFn | None = None
+    show: ShowFn[ModelT, EvalT] | None = None
     callbacks: list[Callback] = field(default_factory=list)
+
+    def evaluation_set(self) -> EvalT:
+        """The evaluation set, which a recipe's description, sample and figures read."""
+        if self.eval_set is None:
+            raise FovealError("this task has no evaluation set (eval_set=None)")
+        return self.eval_set
