@@ -110,10 +110,20 @@ def plot_ntm(
         ticks = ax.get_yticks()
         ax.set_yticks(ticks[(ticks >= 0) & (ticks < rows.stop - offset)])
         ax.set_yticklabels([str(int(t) + offset) for t in ax.get_yticks()])
-    axes[2, 1].barh(range(rows.stop - rows.start), read_weights[:, rows].sum(0).cpu().numpy(), color="tab:blue")
-    axes[2, 1].invert_yaxis()
-    axes[2, 1].set_title("read weight summed over time", fontsize=9)
-    axes[2, 1].tick_params(labelsize=7)
+    # A head that parks on one row while the other head works puts a weight of about T there and about 1
+    # on every row it passes: on a linear axis the ones vanish, on a log axis both show.
+    ax = axes[2, 1]
+    locations = torch.arange(rows.start, rows.stop).numpy()
+    for weights, name, colour in ((write_weights, "write", "tab:orange"), (read_weights, "read", "tab:blue")):
+        total = weights[:, rows].sum(0).detach().cpu().clamp_min(1e-3).numpy()
+        ax.plot(total, locations, drawstyle="steps-mid", color=colour, linewidth=1.0, label=name)
+    ax.set_xscale("log")
+    ax.set_ylim(rows.stop - 0.5, rows.start - 0.5)
+    ax.set_title("weight summed over time (log scale)", fontsize=9)
+    ax.set_xlabel("summed weight", fontsize=8)
+    ax.set_ylabel("location", fontsize=8)
+    ax.legend(fontsize=7, loc="lower right")
+    ax.tick_params(labelsize=7)
     if title:
         fig.suptitle(title, fontsize=10)
     fig.tight_layout()
