@@ -73,12 +73,12 @@ def test_model_options_are_model_keys() -> None:
     # the recipe's default model
     fixed = {"readout": "last", "keys": "pixels", "gate": True, "gate_form": "linear", "temperature": 0.35}
     fixed["normalize"] = "sparsemax"
-    assert config.model == VQASpec(hops=3, k_dim=16, **fixed)
+    assert config.model == VQASpec(head_options={"hops": 3}, k_dim=16, **fixed)
     seed = {"model.readout": "sum", "model.keys": "values", "model.gate": "false", "model.temperature": "1"}
     seed["model.normalize"] = "softmax"
     config = resolve_config(recipe, "quick", sets={"model.head": "spatial", **seed})
     # gate_form stays the recipe's, and is ignored without a gate
-    assert config.model == VQASpec(head="spatial", hops=1, k_dim=16, gate_form="linear")
+    assert config.model == VQASpec(head="spatial", head_options={"hops": 1, "gate_form": "linear"}, k_dim=16)
     with pytest.raises(ValueError, match="unknown config key 'head'"):
         resolve_config(recipe, sets={"head": "spatial"})
 
