@@ -84,7 +84,9 @@ def test_default_model_points_with_its_attention(tmp_path) -> None:
 
 @pytest.mark.parametrize("hops", [1, 2])
 def test_two_hop_questions_report_hop_mass_and_draw_their_figure(tmp_path, hops: int) -> None:
-    recipe, config = ci_config(tmp_path, questions="two-hop", **{"model.head": "stacked", "model.head_options.hops": hops})
+    recipe, config = ci_config(
+        tmp_path, questions="two-hop", **{"model.head": "stacked", "model.head_options.hops": hops}
+    )
     task = recipe.build(config)
     assert task.model.classifier[-1].out_features == 8  # square, circle and the 6 colours
     task.model.eval()
