@@ -158,10 +158,11 @@ class VQA(nn.Module):
 
     def __init__(self, vocab_size: int, num_answers: int, spec: VQASpec | None = None, **options: Any) -> None:
         super().__init__()
-        head = options.get("head", spec.head if spec is not None else VQASpec.head)
-        for name in options.keys() & {f.name for f in dataclasses.fields(head_options_type(head))}:
-            raise FovealError(f"{name!r} is an option of the {head!r} head: pass head_options={{{name!r}: ...}}")
-        self.spec = spec = resolve_spec(VQASpec, spec, options)
+        head = options.get("head", VQASpec.head if spec is None else spec.head)
+        misplaced = sorted(options.keys() & {f.name for f in dataclasses.fields(head_options_type(head))})
+        if misplaced:  # the head's own option given as the model's: say where it goes
+            raise FovealError(f"{misplaced[0]!r} is an option of the {head!r} head: pass head_options={{...}}")
+        spec = resolve_spec(VQASpec, spec, options)
         check_ints(vocab_size=vocab_size, num_answers=num_answers, dim=spec.dim, k_dim=spec.k_dim)
         check_ints(embed_dim=spec.embed_dim, mlp_hidden=spec.mlp_hidden)
         self.vocab_size, self.num_answers = vocab_size, num_answers
@@ -181,7 +182,7 @@ class VQA(nn.Module):
         )
         self.head_options = head_options(spec.head, spec.head_options)
         # the spec records every option of the head, so a saved model rebuilds as it was whatever defaults become
-        self.spec = spec = dataclasses.replace(spec, head_options=dataclasses.asdict(self.head_options))
+        self.spec = dataclasses.replace(spec, head_options=dataclasses.asdict(self.head_options))
         sizes = HeadSizes(dim, spec.k_dim, channels)
         self.head = VQA_HEADS.get(spec.head).build(sizes, self.head_options)
         if not isinstance(self.head, VQAHead):
