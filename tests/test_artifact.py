@@ -19,7 +19,17 @@ ANSWERS = ["yes", "no", "circle"]
 
 def tiny_vqa() -> VQA:
     torch.manual_seed(0)
-    return VQA(len(VOCAB), len(ANSWERS), head="stacked", hops=2, dim=8, k_dim=4, channels=(4, 4), grid=4, image_size=16)
+    return VQA(
+        len(VOCAB),
+        len(ANSWERS),
+        head="stacked",
+        head_options={"hops": 2},
+        dim=8,
+        k_dim=4,
+        channels=(4, 4),
+        grid=4,
+        image_size=16,
+    )
 
 
 def test_a_saved_model_comes_back_with_the_same_outputs_preprocessing_and_labels(tmp_path):

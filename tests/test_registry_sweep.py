@@ -11,6 +11,7 @@ round trip are checked in tests/attention/test_conformance.py. Both, compiled by
 from __future__ import annotations
 
 import copy
+import dataclasses
 import io
 from collections.abc import Callable
 from typing import Any
@@ -24,6 +25,7 @@ import foveal.models.ram
 import foveal.models.stn_classifier
 import foveal.models.vqa  # noqa: F401  (importing each model registers it; the package, the attention modules)
 from foveal.compiling import compile_model
+from foveal.models.vqa import VQA_HEADS
 from foveal.registry import ATTENTION, MODELS
 
 BATCH = 2
@@ -71,6 +73,17 @@ def test_every_registered_model_has_a_small_build():
 @pytest.mark.parametrize("name", MODELS.names())
 def test_model_forward_on_its_example_inputs(name):
     model = _build(name, 0)
+    outputs = _outputs(model, _inputs(model))
+    assert outputs and all(torch.isfinite(t).all() for t in outputs)
+
+
+@pytest.mark.parametrize("head", VQA_HEADS.names())
+def test_every_vqa_head_builds_from_its_own_default_options_and_runs(head):
+    # each head's options come from its own spec (the registry entry names it), nothing given
+    model = SMALL["vqa"]().eval()
+    spec = dataclasses.replace(model.spec, head=head, head_options={})
+    model = MODELS.get("vqa")(model.vocab_size, model.num_answers, spec).eval()
+    assert model.head_options == VQA_HEADS.get(head).options()
     outputs = _outputs(model, _inputs(model))
     assert outputs and all(torch.isfinite(t).all() for t in outputs)
 

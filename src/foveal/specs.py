@@ -4,6 +4,11 @@ A model takes its spec (``NTM(8, 8, spec)``) or single options (``NTM(8, 8, n_ro
 recipe's config nests the spec (``--set model.n_rows=64``). The doc of a field is the comment on
 its line (or the comment lines just above it), read from the source by :func:`field_docs`, so
 ``foveal config RECIPE`` prints the same words a reader sees in the code.
+
+A part chosen by name has options of its own: the spec holds the name in one field and the options
+in another, a mapping marked by :func:`options_of` (the VQA model's ``head`` and ``head_options``).
+:func:`resolve_options` turns the mapping into the chosen part's own spec, and an option the part
+does not have is an error naming the part; a config sets one as ``--set model.head_options.hops=3``.
 """
 
 from __future__ import annotations
@@ -12,9 +17,9 @@ import dataclasses
 import difflib
 import inspect
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import cache
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from foveal.errors import FovealError
 
@@ -46,6 +51,52 @@ def resolve_spec(spec_type: type[S], spec: S | None, options: dict[str, Any]) ->
             hint = f"did you mean {close[0]!r}? " if close else ""
             raise FovealError(f"unknown option {key!r} of {spec_type.__name__}; {hint}options: {', '.join(names)}")
     return dataclasses.replace(base, **options) if options else base  # type: ignore[type-var]
+
+
+class Choice(NamedTuple):
+    """What :func:`options_of` puts in an options field's metadata."""
+
+    by: str  # the sibling field naming the chosen part ("head")
+    spec_of: Callable[[str], type]  # the chosen part's name -> the dataclass of its options
+
+
+CHOICE = "choice"  # the metadata key of an options field (see options_of)
+
+
+def options_of(by: str, spec_of: Callable[[str], type]) -> dict[str, Choice]:
+    """The metadata of a dict field holding the options of the part named by the sibling field ``by``.
+
+    Written ``field(default_factory=dict, metadata=options_of("head", spec_of))``; ``spec_of(name)`` is the
+    dataclass of that part's options, which :func:`resolve_options` makes from the mapping. A config sets one
+    option as ``PREFIX.FIELD.NAME``; choosing another part starts its options from that part's defaults.
+    """
+    return {CHOICE: Choice(by, spec_of)}
+
+
+def resolve_options(kind: str, name: str, spec_type: type[S], options: Mapping[str, Any]) -> S:
+    """The options of the ``kind`` named ``name``: its spec ``spec_type`` with ``options`` replacing defaults.
+
+    Example:
+        >>> @dataclasses.dataclass
+        ... class Hops:
+        ...     hops: int = 2
+        >>> resolve_options("head", "channel", Hops, {"hops": 3})
+        Hops(hops=3)
+        >>> resolve_options("head", "channel", Hops, {"gate": True})
+        Traceback (most recent call last):
+        ...
+        foveal.errors.FovealError: head 'channel' has no option 'gate'; its options: hops
+    """
+    if not isinstance(options, Mapping):
+        raise FovealError(f"the options of {kind} {name!r} must be a mapping of names to values, got {options!r}")
+    names = [f.name for f in dataclasses.fields(spec_type)]  # type: ignore[arg-type]
+    for key in options:
+        if key not in names:
+            close = difflib.get_close_matches(key, names, n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            listed = ", ".join(names) or "none"
+            raise FovealError(f"{kind} {name!r} has no option {key!r}; {hint}its options: {listed}")
+    return spec_type(**options)
 
 
 _FIELD = re.compile(r"^\s*(\w+)\s*:[^#]*?(?:#\s*(.*))?$")

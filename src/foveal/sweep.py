@@ -1,6 +1,6 @@
 """Results as data: a grid of settings x seeds trained by the one loop, one JSON line per run.
 
-``foveal sweep NAME RECIPE --preset quick --grid model.hops=1,2 --seeds 0,1,2`` trains every
+``foveal sweep NAME RECIPE --preset quick --grid model.head_options.hops=1,2 --seeds 0,1,2`` trains every
 combination and appends a row to ``results/NAME.jsonl``: the recipe, preset, the settings of the
 cell, the seed, the final metrics, wall and CPU seconds, the commit and the torch version. A row
 already in the file is not trained again, so an interrupted sweep continues where it stopped.
@@ -29,11 +29,11 @@ RESULTS_DIR = Path("results")
 
 
 def parse_grid(items: Sequence[str]) -> dict[str, list[str]]:
-    """``["model.hops=1,2", "loop.lr=1e-3"]`` -> ``{"model.hops": ["1", "2"], "loop.lr": ["1e-3"]}``.
+    """``["model.dim=16,32", "loop.lr=1e-3"]`` -> ``{"model.dim": ["16", "32"], "loop.lr": ["1e-3"]}``.
 
     Example:
-        >>> parse_grid(["model.hops=1,2"])
-        {'model.hops': ['1', '2']}
+        >>> parse_grid(["model.dim=16,32"])
+        {'model.dim': ['16', '32']}
     """
     grid: dict[str, list[str]] = {}
     for item in items:

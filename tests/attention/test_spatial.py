@@ -180,3 +180,43 @@ def test_sparsemax_normalize_is_the_projection_of_the_additive_scores():
     assert_close(v_hat, (alpha.unsqueeze(-1) * V).sum(1))
     with pytest.raises(ValueError, match="unknown normalize 'count'; choose from: softmax, sparsemax"):
         SpatialAttention(6, normalize="count")
+
+
+@pytest.mark.parametrize("temperature", [0.3, 2.5])
+def test_additive_temperature_divides_the_seeds_score(temperature):
+    # e_i = (w_a^T tanh(W_v v_i + W_q h_Q + b_z) + b_a) / T, alpha = softmax(e), v_hat = sum_i alpha_i v_i
+    seed = SeedSpatialAttention(c_dim=10, q_dim=6, k_dim=8).double()
+    ours = SpatialAttention(10, 6, 8, temperature=temperature).double()
+    ours.load_state_dict(seed.state_dict(), strict=True)  # the temperature is no parameter
+    V, h_Q = _inputs(dtype=torch.float64)
+    z = torch.tanh(seed.W_v(V) + seed.W_q(h_Q).unsqueeze(1))
+    alpha = torch.softmax((seed.w_a(z).squeeze(-1)) / temperature, dim=-1)
+    v_hat, weights = ours(V, h_Q)
+    assert_close(weights, alpha)
+    assert_close(v_hat, (alpha.unsqueeze(-1) * V).sum(1))
+
+
+@pytest.mark.parametrize("score", ["additive", "multiplicative", "dot", "cosine"])
+def test_temperature_divides_every_score_before_the_bias_and_the_normalisation(score):
+    # alpha = softmax(e / T + bias): the same module at T = 1 with the score's own logits divided by T
+    torch.manual_seed(0)
+    plain = SpatialAttention(10, 10, 8, score=score).double()
+    scaled = SpatialAttention(10, 10, 8, score=score, temperature=0.4).double()
+    scaled.load_state_dict(plain.state_dict())
+    V, h_Q = _inputs(d_q=10, dtype=torch.float64)
+    bias = torch.randn(3, 7, dtype=torch.float64)
+    logits = torch.log(plain(V, h_Q).weights)  # e + c per row: the softmax forgets c
+    assert_close(scaled(V, h_Q, bias=bias).weights, torch.softmax(logits / 0.4 + bias, dim=-1))
+    scaled.temperature = 1.0  # settable: a schedule in training
+    assert_close(scaled(V, h_Q).weights, plain(V, h_Q).weights)
+    assert "divisor" not in scaled.state_dict()
+
+
+def test_the_default_temperature_changes_no_bit():
+    # x / 1 is x: a model trained before the temperature divided every score answers the same
+    torch.manual_seed(0)
+    attn = SpatialAttention(10, 6, 8)
+    V, h_Q = _inputs()
+    z = torch.tanh(attn.W_v(V) + attn.W_q(h_Q).unsqueeze(1))
+    alpha = torch.softmax(attn.w_a(z).squeeze(-1), dim=-1)
+    assert torch.equal(attn(V, h_Q).weights, alpha)

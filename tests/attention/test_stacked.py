@@ -197,3 +197,20 @@ def test_relate_answers_several_questions_per_image_one_at_a_time():
         single = san(V, questions[:, j])
         assert_close(phi[:, j], single.output)
         assert_close(maps[:, j], single.weights)
+
+
+def test_temperature_reaches_every_hop_and_divides_its_score():
+    # hop t: alpha_t = softmax(e_t / T); setting the module's temperature sets every hop's
+    torch.manual_seed(0)
+    stacked = StackedAttention(8, k_dim=4, hops=2, temperature=0.5).double()
+    assert [hop.temperature for hop in stacked.hops] == [0.5, 0.5]
+    V, v_Q = torch.randn(2, 6, 8, dtype=torch.float64), torch.randn(2, 8, dtype=torch.float64)
+    query, maps = v_Q, []
+    for hop in stacked.hops:
+        z = torch.tanh(hop.W_v(V) + hop.W_q(query).unsqueeze(1))
+        alpha = torch.softmax(hop.w_a(z).squeeze(-1) / 0.5, dim=-1)
+        query = (alpha.unsqueeze(-1) * V).sum(1) + query
+        maps.append(alpha)
+    assert_close(stacked(V, v_Q).weights, torch.stack(maps, 1))
+    stacked.temperature = 2.0
+    assert stacked.temperature == 2.0 and all(hop.temperature == 2.0 for hop in stacked.hops)

@@ -41,7 +41,7 @@ BAD = [
     ("dim", lambda: VQA(20, 12, **{**SMALL_VQA, "dim": 0})),
     ("stem_stride", lambda: VQA(20, 12, **SMALL_VQA, stem_stride=0)),
     ("channels", lambda: VQA(20, 12, **{**SMALL_VQA, "channels": ()})),
-    ("heads", lambda: VQA(20, 12, **SMALL_VQA, heads=0)),
+    ("heads", lambda: VQA(20, 12, **SMALL_VQA, head="transformer", head_options={"heads": 0})),
     ("n_shifts", lambda: NTM(4, 3, n_rows=2, n_shifts=3)),
     ("gate_bias", lambda: NTM(4, 3, gate_bias=math.nan)),
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import pytest
@@ -12,7 +13,16 @@ from torch.testing import assert_close
 from _grads import assert_every_parameter_learns
 from foveal.attention.grid import flatten_grid
 from foveal.errors import FovealError
-from foveal.models.vqa import VQA, VQA_HEADS, GridEncoder, HeadInputs, QuestionEncoder, TransformerHead, VQASpec
+from foveal.models.vqa import (
+    VQA,
+    VQA_HEADS,
+    GridEncoder,
+    HeadInputs,
+    QuestionEncoder,
+    StackedOptions,
+    TransformerHead,
+    VQASpec,
+)
 from foveal.models.vqa.model import _slot_in_picture
 from foveal.registry import MODELS
 
@@ -35,9 +45,14 @@ def test_registered() -> None:
     assert set(VQA_HEADS.names()) >= {"none", "spatial", "dot", "cosine", "stacked"}
 
 
+def with_hops(head: str, hops: int) -> dict:
+    """The head's options with its hop count (the one-hop heads have no such option)."""
+    return {"head_options": {"hops": hops}} if head.startswith("stacked") else {}
+
+
 @pytest.mark.parametrize(("head", "hops"), HEADS)
 def test_forward_shapes_finite_and_weights_are_distributions(head: str, hops: int) -> None:
-    model = VQA(VOCAB, ANSWERS, head=head, hops=hops, **SMALL)
+    model = VQA(VOCAB, ANSWERS, head=head, **with_hops(head, hops), **SMALL)
     logits, attention = model(*inputs())[:2]
     assert logits.shape == (3, ANSWERS) and torch.isfinite(logits).all()
     if head == "none":
@@ -50,7 +65,7 @@ def test_forward_shapes_finite_and_weights_are_distributions(head: str, hops: in
 
 @pytest.mark.parametrize(("head", "hops"), HEADS)
 def test_every_parameter_gets_a_gradient(head: str, hops: int) -> None:
-    model = VQA(VOCAB, ANSWERS, head=head, hops=hops, **SMALL)
+    model = VQA(VOCAB, ANSWERS, head=head, **with_hops(head, hops), **SMALL)
     image, question, length = inputs()
     F.cross_entropy(model(image, question, length).logits, torch.tensor([0, 4, 12])).backward()
     assert_every_parameter_learns(model)
@@ -67,7 +82,7 @@ def test_state_dict_round_trip(head: str) -> None:
 
 def test_stacked_head_feeds_phi_to_the_next_hop() -> None:
     # With hops=2 the second map depends on the first hop: changing hop 1's score changes hop 2's map.
-    model = VQA(VOCAB, ANSWERS, head="stacked", hops=2, **SMALL).eval()
+    model = VQA(VOCAB, ANSWERS, head="stacked", head_options={"hops": 2}, **SMALL).eval()
     x = inputs()
     before = model(*x).attention[:, 1]
     with torch.no_grad():
@@ -87,7 +102,7 @@ def dot_hops_reference(V: torch.Tensor, query: torch.Tensor, hops: int) -> tuple
 
 def test_stacked_dot_hops_score_by_the_dot_product() -> None:
     # phi_t = sum_i softmax_i(v_i . q_{t-1}) v_i + q_{t-1}, q_0 = v_Q: seed 002's parameter-free score.
-    model = VQA(VOCAB, ANSWERS, head="stacked-dot", hops=2, **SMALL).eval()
+    model = VQA(VOCAB, ANSWERS, head="stacked-dot", head_options={"hops": 2}, **SMALL).eval()
     image, question, length = inputs()
     V = model.project(flatten_grid(model.image_encoder(image)))
     phi, maps = dot_hops_reference(V, model.question_encoder(question, length), hops=2)
@@ -98,7 +113,7 @@ def test_stacked_dot_hops_score_by_the_dot_product() -> None:
 
 def test_context_self_hops_over_the_contextualised_regions() -> None:
     # v_i' = v_i + sum_j softmax_j((W_q v_i) . (W_k v_j) / sqrt(k)) v_j (seed 002), then dot-score hops over v'.
-    model = VQA(VOCAB, ANSWERS, head="context-self", hops=2, **SMALL).eval()
+    model = VQA(VOCAB, ANSWERS, head="context-self", head_options={"hops": 2}, **SMALL).eval()
     image, question, length = inputs()
     V = model.project(flatten_grid(model.image_encoder(image)))
     context = model.head.context
@@ -183,8 +198,8 @@ def test_compiled_grouped_answering_matches_eager_and_stops_recompiling_for_new_
     from foveal.compiling import compile_count, compile_model
 
     torch.manual_seed(0)
-    eager = VQA(VOCAB, ANSWERS, head="stacked", hops=2, **SMALL)
-    compiled = compile_model(VQA(VOCAB, ANSWERS, head="stacked", hops=2, **SMALL))
+    eager = VQA(VOCAB, ANSWERS, head="stacked", head_options={"hops": 2}, **SMALL)
+    compiled = compile_model(VQA(VOCAB, ANSWERS, head="stacked", head_options={"hops": 2}, **SMALL))
     compiled.load_state_dict(eager.state_dict())
     images, question, length = inputs(batch=8)
     # at most 2, 3, 5 and 6 questions on one picture (not 4: a count equal to the 4 pictures is a case of its own)
@@ -276,9 +291,7 @@ def test_patch_keys_are_scored_and_the_cnn_map_averaged(head: str, keys_from: st
     assert not torch.allclose(model.head(V, v_Q).weights, expected)
     with pytest.raises(ValueError, match="keys must be"):
         VQA(VOCAB, ANSWERS, head=head, **SMALL, keys="block1")
-    with pytest.raises(
-        ValueError, match=re.escape("the 'none' head does not take keys='patch'; set model.keys=values")
-    ):
+    with pytest.raises(FovealError, match=re.escape("keys='patch' needs a head whose scores read keys; the 'none'")):
         VQA(VOCAB, ANSWERS, head="none", **SMALL, keys="patch")
 
 
@@ -309,8 +322,8 @@ def test_readout_last_answers_from_the_last_glimpse_only(keys: str) -> None:
     # readout="sum" (seed 002): phi = v_Q + sum_k v_filt_k; readout="last": phi = v_Q + v_filt_K, the
     # earlier hops only steer the last one's query, so the maps are the same and phi drops hop 1's glimpse.
     torch.manual_seed(0)
-    summed = VQA(VOCAB, ANSWERS, head="stacked", hops=2, keys=keys, **SMALL).eval()
-    last = VQA(VOCAB, ANSWERS, head="stacked", hops=2, keys=keys, readout="last", **SMALL).eval()
+    summed = VQA(VOCAB, ANSWERS, head="stacked", head_options={"hops": 2}, keys=keys, **SMALL).eval()
+    last = VQA(VOCAB, ANSWERS, head="stacked", head_options={"hops": 2, "readout": "last"}, keys=keys, **SMALL).eval()
     last.load_state_dict(summed.state_dict())  # same parameters: the readout has none
     x = inputs()
     V, k, v_Q = parts(last, *x)
@@ -324,14 +337,16 @@ def test_readout_last_answers_from_the_last_glimpse_only(keys: str) -> None:
 @pytest.mark.parametrize("readout", ["sum", "last"])
 def test_gate_scales_the_glimpse_per_channel_by_the_question(readout: str) -> None:
     # phi = g * glimpse + v_Q, g = 2 sigmoid(W_g v_Q + b_g): 1 at W_g = 0, b_g = 0 (the ungated model).
-    model = VQA(VOCAB, ANSWERS, head="stacked", hops=2, readout=readout, gate=True, **SMALL).eval()
+    model = VQA(
+        VOCAB, ANSWERS, head="stacked", head_options={"hops": 2, "readout": readout, "gate": True}, **SMALL
+    ).eval()
     x = inputs()
     V, k, v_Q = parts(model, *x)
     glimpses, _ = additive_hops_reference(model, V, k, v_Q)
     glimpse = glimpses[-1] if readout == "last" else glimpses[0] + glimpses[1]
     gate = 2 * torch.sigmoid(v_Q @ model.head.gate.weight.T + model.head.gate.bias)
     assert_close(model(*x).logits, model.classifier(gate * glimpse + v_Q))
-    ungated = VQA(VOCAB, ANSWERS, head="stacked", hops=2, readout=readout, **SMALL).eval()
+    ungated = VQA(VOCAB, ANSWERS, head="stacked", head_options={"hops": 2, "readout": readout}, **SMALL).eval()
     ungated.load_state_dict({k: v for k, v in model.state_dict().items() if not k.startswith("head.gate")})
     with torch.no_grad():
         model.head.gate.weight.zero_()
@@ -342,7 +357,13 @@ def test_gate_scales_the_glimpse_per_channel_by_the_question(readout: str) -> No
 def test_linear_gate_is_a_signed_product_that_starts_at_one() -> None:
     # phi = (W_g v_Q + b_g) * glimpse + v_Q, b_g = 1 at the start; at W_g = 0 the ungated model.
     torch.manual_seed(0)
-    model = VQA(VOCAB, ANSWERS, head="stacked", hops=1, readout="last", gate=True, gate_form="linear", **SMALL).eval()
+    model = VQA(
+        VOCAB,
+        ANSWERS,
+        head="stacked",
+        head_options={"hops": 1, "readout": "last", "gate": True, "gate_form": "linear"},
+        **SMALL,
+    ).eval()
     assert torch.equal(model.head.gate.bias, torch.ones_like(model.head.gate.bias))
     with torch.no_grad():
         model.head.gate.bias.normal_()  # a trained gate: signed, some channels below zero
@@ -352,20 +373,20 @@ def test_linear_gate_is_a_signed_product_that_starts_at_one() -> None:
     gate = v_Q @ model.head.gate.weight.T + model.head.gate.bias
     assert (gate < 0).any()
     assert_close(model(*x).logits, model.classifier(gate * glimpses[-1] + v_Q))
-    ungated = VQA(VOCAB, ANSWERS, head="stacked", hops=1, readout="last", **SMALL).eval()
+    ungated = VQA(VOCAB, ANSWERS, head="stacked", head_options={"hops": 1, "readout": "last"}, **SMALL).eval()
     ungated.load_state_dict({k: v for k, v in model.state_dict().items() if not k.startswith("head.gate")})
     with torch.no_grad():
         model.head.gate.weight.zero_()
         model.head.gate.bias.fill_(1.0)
     assert_close(model(*x).logits, ungated(*x).logits)
     with pytest.raises(ValueError, match="gate_form must be one of sigmoid, linear"):
-        VQA(VOCAB, ANSWERS, head="stacked", gate=True, gate_form="tanh", **SMALL)
+        VQA(VOCAB, ANSWERS, head="stacked", head_options={"gate": True, "gate_form": "tanh"}, **SMALL)
 
 
 def test_temperature_divides_every_hops_additive_score() -> None:
     torch.manual_seed(0)
-    cold = VQA(VOCAB, ANSWERS, head="stacked", hops=2, temperature=0.25, **SMALL).eval()
-    warm = VQA(VOCAB, ANSWERS, head="stacked", hops=2, **SMALL).eval()
+    cold = VQA(VOCAB, ANSWERS, head="stacked", head_options={"hops": 2, "temperature": 0.25}, **SMALL).eval()
+    warm = VQA(VOCAB, ANSWERS, head="stacked", head_options={"hops": 2}, **SMALL).eval()
     warm.load_state_dict(cold.state_dict())  # the same parameter names: checkpoints load either way
     x = inputs()
     V, k, v_Q = parts(cold, *x)
@@ -377,48 +398,91 @@ def test_temperature_divides_every_hops_additive_score() -> None:
 
 def test_setting_the_temperature_matches_building_with_it() -> None:
     torch.manual_seed(0)
-    built = VQA(VOCAB, ANSWERS, head="stacked", hops=2, temperature=0.25, **SMALL).eval()
-    scheduled = VQA(VOCAB, ANSWERS, head="stacked", hops=2, **SMALL).eval()
+    built = VQA(VOCAB, ANSWERS, head="stacked", head_options={"hops": 2, "temperature": 0.25}, **SMALL).eval()
+    scheduled = VQA(VOCAB, ANSWERS, head="stacked", head_options={"hops": 2}, **SMALL).eval()
     assert scheduled.state_dict().keys() == built.state_dict().keys()
     scheduled.load_state_dict(built.state_dict())
     x = inputs()
-    scheduled.head.temperature = 0.25
+    scheduled.head.attention.temperature = 0.25
     assert_close(scheduled(*x).attention, built(*x).attention)
-    assert all(hop.w_a.temperature == 0.25 for hop in scheduled.head.attention.hops)
-    scheduled.head.temperature = 30.0  # hot: every map close to uniform over the grid's cells
+    assert all(hop.temperature == 0.25 for hop in scheduled.head.attention.hops)
+    scheduled.head.attention.temperature = 30.0  # hot: every map close to uniform over the grid's cells
     assert (scheduled(*x).attention.amax(-1) < 2.0 / scheduled.grid**2).all()
-    with pytest.raises(ValueError, match="must be > 0"):
-        scheduled.head.temperature = 0.0
-    dot = VQA(VOCAB, ANSWERS, head="stacked-dot", hops=2, **SMALL)
-    dot.head.temperature = 1.0  # the score has no temperature: only 1 is allowed
-    with pytest.raises(ValueError, match="additive score, not 'dot'"):
-        dot.head.temperature = 0.5
+    with pytest.raises(ValueError, match="temperature: expected a finite number > 0"):
+        scheduled.head.attention.temperature = 0.0
 
 
-def test_readout_gate_and_temperature_need_a_stacked_head() -> None:
-    for head, option, message in [
-        ("spatial", {"readout": "last"}, "the 'spatial' head does not take readout='last'; set model.readout=sum"),
-        ("none", {"gate": True}, "the 'none' head does not take gate=True; set model.gate=false"),
-        (
-            "stacked-dot",
-            {"temperature": 0.5},
-            "the 'stacked-dot' head does not take temperature=0.5; set model.temperature=1",
-        ),
-        ("context-self", {"relate": True}, "the 'context-self' head does not take relate=True; set model.relate=false"),
-    ]:
-        with pytest.raises(ValueError, match=re.escape(message) + "$"):
-            VQA(VOCAB, ANSWERS, head=head, **option, **SMALL)
-    # every option the head cannot take is named in one message, with the settings that fix it
-    message = (
-        "the 'channel' head does not take readout='last', gate=True, temperature=0.5, keys='patch'; "
-        "set model.readout=sum model.gate=false model.temperature=1 model.keys=values"
-    )
-    with pytest.raises(ValueError, match=re.escape(message)):
-        VQA(VOCAB, ANSWERS, head="channel", readout="last", gate=True, temperature=0.5, keys="patch", **SMALL)
+def test_stacked_dot_hops_divide_their_dot_score_by_the_temperature() -> None:
+    # e_i = (v_i . u) / T in every hop
+    torch.manual_seed(0)
+    model = VQA(VOCAB, ANSWERS, head="stacked-dot", head_options={"hops": 2, "temperature": 0.5}, **SMALL).eval()
+    x = inputs()
+    V, _, query = parts(model, *x)
+    maps = []
+    for _ in range(2):
+        alpha = torch.softmax((V @ query.unsqueeze(-1)).squeeze(-1) / 0.5, dim=-1)
+        query = (alpha.unsqueeze(-1) * V).sum(1) + query
+        maps.append(alpha)
+    assert_close(model(*x).attention, torch.stack(maps, 1))
+
+
+# Every head with an option it lacks: the model's head_options, or the same option given flat.
+LACKING = [
+    ("none", "gate", True),
+    ("spatial", "hops", 5),
+    ("dot", "readout", "last"),
+    ("cosine", "temperature", 0.5),
+    ("stacked", "heads", 2),
+    ("stacked-dot", "heads", 2),
+    ("channel", "readout", "last"),
+    ("cross-layer", "hops", 2),
+    ("coattention-independent", "relate", True),
+    ("coattention-joint", "gate", True),
+    ("coattention-parallel", "hops", 2),
+    ("coattention-parallel-learned", "hops", 2),
+    ("coattention-alternating", "hops", 2),
+    ("context-bilstm", "temperature", 0.5),
+    ("context-self", "relate", True),
+    ("transformer", "readout", "last"),
+]
+
+
+def test_every_head_is_checked_for_an_option_it_lacks() -> None:
+    assert sorted(head for head, _, _ in LACKING) == VQA_HEADS.names()
+
+
+@pytest.mark.parametrize(("head", "option", "value"), LACKING)
+def test_an_option_the_head_lacks_is_an_error_naming_the_head_and_its_options(head, option, value) -> None:
+    options = ", ".join(f.name for f in dataclasses.fields(VQA_HEADS.get(head).options)) or "none"
+    message = f"head {head!r} has no option {option!r}; "
+    with pytest.raises(
+        FovealError, match=re.escape(message) + r"(did you mean .*\? )?" + re.escape(f"its options: {options}") + "$"
+    ):
+        VQA(VOCAB, ANSWERS, head=head, head_options={option: value}, **SMALL)
+    with pytest.raises(FovealError, match=re.escape(message)):
+        VQA(VOCAB, ANSWERS, VQASpec(head=head, head_options={option: value}, **SMALL))
+
+
+def test_a_head_option_given_flat_says_where_it_goes() -> None:
+    with pytest.raises(FovealError, match=re.escape("'hops' is an option of the 'stacked' head: pass head_options=")):
+        VQA(VOCAB, ANSWERS, hops=3, **SMALL)
+    with pytest.raises(FovealError, match="unknown option 'hops' of VQASpec"):
+        VQA(VOCAB, ANSWERS, head="spatial", hops=3, **SMALL)
+
+
+def test_bad_values_of_head_options_are_named() -> None:
     with pytest.raises(ValueError, match="readout must be one of sum, last"):
-        VQA(VOCAB, ANSWERS, head="stacked", readout="mean", **SMALL)
-    with pytest.raises(ValueError, match="temperature must be > 0"):
-        VQA(VOCAB, ANSWERS, head="stacked", temperature=0.0, **SMALL)
+        VQA(VOCAB, ANSWERS, head="stacked", head_options={"readout": "mean"}, **SMALL)
+    with pytest.raises(ValueError, match="temperature: expected a finite number > 0"):
+        VQA(VOCAB, ANSWERS, head="stacked", head_options={"temperature": 0.0}, **SMALL)
+    with pytest.raises(FovealError, match="the options of head 'stacked' must be a mapping"):
+        VQA(VOCAB, ANSWERS, head="stacked", head_options=3, **SMALL)
+
+
+def test_the_spec_records_every_option_of_the_head() -> None:
+    model = VQA(VOCAB, ANSWERS, head="stacked", head_options={"hops": 3}, **SMALL)
+    assert model.head_options == StackedOptions(hops=3)
+    assert model.spec.head_options == dataclasses.asdict(StackedOptions(hops=3))
 
 
 def test_a_spec_and_single_options_build_the_same_model() -> None:
@@ -429,9 +493,9 @@ def test_a_spec_and_single_options_build_the_same_model() -> None:
     assert from_spec.spec == from_options.spec
     assert torch.equal(from_spec(*inputs()).logits, from_options(*inputs()).logits)
     # single options replace fields of a given spec
-    assert VQA(VOCAB, ANSWERS, VQASpec(head="spatial", **SMALL), hops=3).spec.hops == 3
-    with pytest.raises(ValueError, match="unknown option 'hop' of VQASpec; did you mean 'hops'"):
-        VQA(VOCAB, ANSWERS, hop=2)
+    assert VQA(VOCAB, ANSWERS, VQASpec(head="spatial", **SMALL), k_dim=4).spec.k_dim == 4
+    with pytest.raises(ValueError, match="unknown option 'k_dm' of VQASpec; did you mean 'k_dim'"):
+        VQA(VOCAB, ANSWERS, k_dm=2)
 
 
 def test_unknown_head_is_one_clear_error() -> None:
@@ -442,7 +506,7 @@ def test_unknown_head_is_one_clear_error() -> None:
 
 
 def test_training_smoke_loss_decreases() -> None:
-    model = VQA(VOCAB, ANSWERS, head="stacked", hops=2, **SMALL)
+    model = VQA(VOCAB, ANSWERS, head="stacked", head_options={"hops": 2}, **SMALL)
     image, question, length = inputs(batch=8, generator_seed=1)
     answer = torch.arange(8) % ANSWERS
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
@@ -463,7 +527,7 @@ def test_training_smoke_loss_decreases() -> None:
         ("spatial", {}),
         ("stacked", {}),
         ("stacked", {"keys": "patch"}),
-        ("stacked", {"keys": "patch", "readout": "last", "gate": True, "temperature": 0.5}),
+        ("stacked", {"keys": "patch", "head_options": {"readout": "last", "gate": True, "temperature": 0.5}}),
         ("channel", {}),
     ],
 )
@@ -514,9 +578,9 @@ def test_bad_questions_lengths_and_picture_indices_are_named(change: dict, messa
 @pytest.mark.parametrize("head", ["stacked", "stacked-dot"])
 def test_relate_reaches_the_stacked_hops(head: str) -> None:
     torch.manual_seed(0)
-    related = VQA(VOCAB, ANSWERS, head=head, hops=2, relate=True, **SMALL)
-    assert related.head.relate and len(related.head.attention.relations) == 1
-    plain = VQA(VOCAB, ANSWERS, head=head, hops=2, **SMALL)
+    related = VQA(VOCAB, ANSWERS, head=head, head_options={"hops": 2, "relate": True}, **SMALL)
+    assert related.head.attention.relate and len(related.head.attention.relations) == 1
+    plain = VQA(VOCAB, ANSWERS, head=head, head_options={"hops": 2}, **SMALL)
     plain.load_state_dict(related.state_dict(), strict=False)  # the same model but for the relation
     with torch.no_grad():
         related.head.attention.relations[0].bias.copy_(torch.tensor([5.0, 3.0]))

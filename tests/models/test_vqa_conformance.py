@@ -2,15 +2,27 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 import torch.nn.functional as F
 
 from _grads import assert_every_parameter_learns
-from foveal.models.vqa import VQA, VQA_HEADS, GridEncoder, HeadInputs, HeadOutput, QuestionEncoder, VQAHead
+from foveal.models.vqa import (
+    VQA,
+    VQA_HEADS,
+    GridEncoder,
+    HeadFactory,
+    HeadInputs,
+    HeadOutput,
+    NoOptions,
+    QuestionEncoder,
+    VQAHead,
+)
 
 VOCAB, ANSWERS, SIZE, GRID = 20, 12, 32, 8
-TINY = {"dim": 16, "k_dim": 8, "channels": (4, 6), "grid": GRID, "embed_dim": 8, "mlp_hidden": 16, "heads": 2}
+TINY = {"dim": 16, "k_dim": 8, "channels": (4, 6), "grid": GRID, "embed_dim": 8, "mlp_hidden": 16}
 HEADS = VQA_HEADS.names()
 
 
@@ -31,8 +43,19 @@ def inputs(batch: int = 3, seed: int = 0) -> dict[str, torch.Tensor]:
 
 
 def build(head: str, hops: int = 2, **options) -> VQA:
+    """A tiny model with ``head``: ``hops`` hops (blocks) and 2 attention heads where the head has such options."""
+    names = {f.name for f in dataclasses.fields(VQA_HEADS.get(head).options)}
+    head_options = {key: value for key, value in {"hops": hops, "heads": 2}.items() if key in names}
     return VQA(
-        VOCAB, ANSWERS, head=head, hops=hops, image_size=SIZE, pointing=True, grid_coords=True, **TINY, **options
+        VOCAB,
+        ANSWERS,
+        head=head,
+        head_options=head_options,
+        image_size=SIZE,
+        pointing=True,
+        grid_coords=True,
+        **TINY,
+        **options,
     )
 
 
@@ -70,18 +93,18 @@ def test_every_head_gets_what_it_reads_and_nothing_else(head: str) -> None:
 
 
 def test_a_new_head_needs_only_the_one_signature(monkeypatch) -> None:
-    # A head registered by name is built with every size as a keyword and takes what it needs.
+    # A head registered by name with the spec of its options is built from the model's sizes and its options.
     class Mean(VQAHead):
         grouped = True
 
         def forward(self, V, v_Q, inputs=None):
             return HeadOutput(V.mean(-2) + v_Q, None)
 
-    monkeypatch.setitem(VQA_HEADS._entries, "test-mean", lambda dim, **_: Mean())
+    monkeypatch.setitem(VQA_HEADS._entries, "test-mean", HeadFactory(NoOptions, lambda sizes, options: Mean()))
     x = inputs()
     out = build("test-mean")(**x)
     assert out.logits.shape == (3, ANSWERS) and out.attention is None
-    with pytest.raises(ValueError, match="the 'test-mean' head does not take keys='patch'"):
+    with pytest.raises(ValueError, match="keys='patch' needs a head whose scores read keys; the 'test-mean' head's"):
         build("test-mean", keys="patch")
 
 

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
+import re
+
 import pytest
 import torch
 
 pytest.importorskip("easy_vqa")
 
-from foveal.models.vqa import VQASpec
+from foveal.errors import FovealError
+from foveal.models.vqa import StackedOptions, VQASpec
 from foveal.recipes import load_all
 from foveal.registry import RECIPES
 
@@ -63,22 +67,26 @@ def test_none_head_reports_no_mask_mass() -> None:
     assert "acc" in result and not any(k.startswith("mask_mass") for k in result)
 
 
-def test_model_options_are_model_keys() -> None:
-    # The model's options live in one nested spec: presets and --set say model.<key>.
-    from foveal.recipes.config import resolve_config
+def test_model_options_are_model_keys_and_the_heads_are_model_head_options_keys() -> None:
+    # The model's options live in one nested spec, the head's own in its head_options: --set model.head_options.<key>.
+    from foveal.recipes.config import format_config, resolve_config
 
     load_all()
     recipe = RECIPES.get("easy-vqa")
-    config = resolve_config(recipe, "quick", sets={"model.hops": "3"})
-    # the recipe's default model
-    fixed = {"readout": "last", "keys": "pixels", "gate": True, "gate_form": "linear", "temperature": 0.35}
-    fixed["normalize"] = "sparsemax"
-    assert config.model == VQASpec(hops=3, k_dim=16, **fixed)
-    seed = {"model.readout": "sum", "model.keys": "values", "model.gate": "false", "model.temperature": "1"}
-    seed["model.normalize"] = "softmax"
-    config = resolve_config(recipe, "quick", sets={"model.head": "spatial", **seed})
-    # gate_form stays the recipe's, and is ignored without a gate
-    assert config.model == VQASpec(head="spatial", hops=1, k_dim=16, gate_form="linear")
+    config = resolve_config(recipe, "quick", sets={"model.head_options.hops": "3"})
+    # the recipe's default model, every option of its head recorded
+    fixed = {"readout": "last", "gate": True, "gate_form": "linear", "temperature": 0.35, "normalize": "sparsemax"}
+    assert config.model == VQASpec(keys="pixels", k_dim=16, head_options={"hops": 3, **fixed, "relate": False})
+    assert "model.head_options.hops = 3" in format_config(config)
+    # another head starts from its own options' defaults, whatever order the keys come in
+    config = resolve_config(recipe, "quick", sets={"model.head_options.hops": "3", "model.head": "stacked-dot"})
+    assert config.model.head_options == dataclasses.asdict(StackedOptions(hops=3))
+    config = resolve_config(recipe, "quick", sets={"model.head": "spatial", "model.keys": "values"})
+    assert config.model == VQASpec(head="spatial", k_dim=16, head_options={})
+    with pytest.raises(FovealError, match=re.escape("head 'spatial' has no option 'hops'; its options: none")):
+        resolve_config(recipe, "quick", sets={"model.head": "spatial", "model.head_options.hops": "5"})
+    with pytest.raises(FovealError, match=re.escape("bad value 'mean' for model.head_options.readout (--set); choose")):
+        resolve_config(recipe, sets={"model.head_options.readout": "mean"})
     with pytest.raises(ValueError, match="unknown config key 'head'"):
         resolve_config(recipe, sets={"head": "spatial"})
 
@@ -113,15 +121,15 @@ def test_the_score_temperature_warms_up_from_hot_to_the_models() -> None:
     load_all()
     recipe = RECIPES.get("easy-vqa")
     config = tiny_config(recipe, eval_limit=20)
-    config.model.temperature, config.temperature_from, config.temperature_warmup = 0.5, 8.0, 0.5
+    config.model.head_options, config.temperature_from, config.temperature_warmup = {"temperature": 0.5}, 8.0, 0.5
     config.loop.steps, config.loop.batch_size = 4, 2
     task = recipe.build(config)
-    assert task.model.head.temperature == 0.5  # building (as for evaluation) leaves the model's own
+    assert task.model.head.attention.temperature == 0.5  # building (as for evaluation) leaves the model's own
     trainer = Trainer(task, config)
     batch = task.collate([task.train_set[i] for i in range(2)])
     seen = [trainer.step(batch)["temperature"] for _ in range(3)]
     assert seen == pytest.approx([8.0, 2.0, 0.5])  # 8 * (0.5 / 8) ** (done / 2)
-    assert task.model.head.temperature == 0.5
+    assert task.model.head.attention.temperature == 0.5
     for head, warmup in [("spatial", 0.3), ("stacked", 0.0)]:
         assert recipe.build(tiny_config(recipe, head=head, temperature_warmup=warmup)).callbacks == []
     with pytest.raises(ValueError, match="fraction of the steps"):

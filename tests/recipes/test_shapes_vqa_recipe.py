@@ -60,6 +60,18 @@ def test_cli_trains_the_ci_preset_evaluates_and_shows(tmp_path, monkeypatch) -> 
     assert (run / "figures" / "vqa-family.png").exists()
 
 
+def test_config_names_the_head_that_lacks_an_option_and_prints_the_heads_options(capsys) -> None:
+    # a head's own options are model.head_options.<key>; an option the chosen head lacks names the head
+    assert main(["config", "shapes-vqa", "--set", "model.head=spatial", "--set", "model.head_options.hops=5"]) != 0
+    assert "head 'spatial' has no option 'hops'; its options: none" in capsys.readouterr().err
+    assert main(["config", "shapes-vqa", "--set", "model.head=transformer"]) == 0
+    printed = capsys.readouterr().out
+    assert "model.head_options.hops = 2" in printed and "model.head_options.heads = 4" in printed
+    assert "attention heads of each block" in printed  # each with its doc
+    assert main(["config", "shapes-vqa", "--preset", "two-hop"]) == 0
+    assert "model.head_options.relate = true" in capsys.readouterr().out
+
+
 def test_default_model_points_with_its_attention(tmp_path) -> None:
     # The additive stacked head never learned to find a named colour on this set; the default
     # contextualises the regions, then hops with the dot score, and its last map also scores the
@@ -72,7 +84,9 @@ def test_default_model_points_with_its_attention(tmp_path) -> None:
 
 @pytest.mark.parametrize("hops", [1, 2])
 def test_two_hop_questions_report_hop_mass_and_draw_their_figure(tmp_path, hops: int) -> None:
-    recipe, config = ci_config(tmp_path, questions="two-hop", **{"model.head": "stacked", "model.hops": hops})
+    recipe, config = ci_config(
+        tmp_path, questions="two-hop", **{"model.head": "stacked", "model.head_options.hops": hops}
+    )
     task = recipe.build(config)
     assert task.model.classifier[-1].out_features == 8  # square, circle and the 6 colours
     task.model.eval()
@@ -127,7 +141,7 @@ def test_the_two_hop_preset_relates_its_hops(tmp_path) -> None:
     recipe = RECIPES.get("shapes-vqa")
     small = {"n_images": 4, "test_images": 2, "eval_images": 2, "model.channels": (4, 8, 8), "model.dim": 16}
     config = resolve_config(recipe, "two-hop", sets={"cache_dir": str(tmp_path), **small})
-    assert config.questions == "two-hop" and config.model.hops == 2
+    assert config.questions == "two-hop" and config.model.head_options["hops"] == 2
     model = recipe.build(config).model
-    assert model.head.relate and model.key_encoder is not None and model.grid == 9
+    assert model.head.attention.relate and model.key_encoder is not None and model.grid == 9
     assert model.key_encoder.cell_size * model.grid == model.covered == 72  # keys and regions cover the same pixels

@@ -167,12 +167,14 @@ def test_a_scheduled_temperature_changes_a_compiled_head_without_a_new_graph():
     from foveal.models.vqa.heads import HeadInputs
 
     torch.manual_seed(0)
-    model = VQA(20, 5, head="stacked", hops=1, channels=(4, 8), dim=16, k_dim=8, embed_dim=8, mlp_hidden=16).eval()
+    model = VQA(
+        20, 5, head="stacked", head_options={"hops": 1}, channels=(4, 8), dim=16, k_dim=8, embed_dim=8, mlp_hidden=16
+    ).eval()
     regions, question = torch.randn(2, model.grid**2, 16), torch.randn(2, 16)
     compiled = torch.compile(model.head)
     cold = compiled(regions, question, HeadInputs(keys=regions)).weights
     graphs = compile_count()
-    model.head.temperature = 5.0
+    model.head.attention.temperature = 5.0
     hot = compiled(regions, question, HeadInputs(keys=regions)).weights
     assert compile_count() == graphs  # the temperature is a buffer's value, not a guarded constant
     torch.testing.assert_close(hot, model.head(regions, question, HeadInputs(keys=regions)).weights)

@@ -14,6 +14,7 @@ instead of the sum, the projected ``1^T (v_I * v_Q)``::
     e_i = w_a^T ((W_v v_i) * (W_q h_Q + b_z)) + b_a       (a low-rank bilinear form in v_i and h_Q)
 
 All four are one module: the regions are the keys and the values, the question is the one query.
+Its ``temperature`` ``T`` divides whichever score before it is normalised, ``alpha = softmax(e / T)``.
 Seed 001's general operator lets the keys differ from the values (``f(q, k_i) g(v_i)``): pass
 ``keys`` to score other vectors of the same regions (e.g. an earlier, more local CNN layer's) than
 the ones averaged.
@@ -50,7 +51,10 @@ class SpatialAttention(nn.Module):
             ``q_dim == c_dim``), or ``"cosine"`` (parameter-free; needs ``q_dim == c_dim``).
             ``"linear"`` (the additive form without its tanh) is refused: its map cannot depend on
             the question.
-        temperature: divides the cosine score (> 0).
+        temperature: divides the score before it is normalised, ``alpha = softmax(e / T)`` (> 0),
+            whichever the score (for ``"cosine"`` as in :func:`foveal.attention.attend`); below 1 the map
+            is sharper for the same parameters. Settable after construction (a schedule in training):
+            it is a buffer's value, so a compiled model does not recompile when it changes.
         normalize: how the scores become ``alpha``: ``"softmax"`` (the seeds') or ``"sparsemax"``
             (their projection onto the simplex, :func:`foveal.attention.sparsemax`: cells scoring more
             than 1 below the best get exactly 0, where a softmax spreads a haze over the rest).
@@ -97,22 +101,36 @@ class SpatialAttention(nn.Module):
             )
         if score not in SPATIAL_SCORES:
             raise FovealError(f"unknown score {score!r}; choose from: {', '.join(SPATIAL_SCORES)}")
-        if score == "cosine":
-            check_number("temperature", temperature, why="it divides the cosine score")
         if score in ("dot", "cosine") and q_dim != c_dim:
             raise FovealError(
                 f"score={score!r} compares v_i with h_Q directly: needs q_dim == c_dim, got {q_dim} != {c_dim}"
             )
         if normalize not in SPATIAL_NORMALIZERS:
             raise FovealError(f"unknown normalize {normalize!r}; choose from: {', '.join(SPATIAL_NORMALIZERS)}")
-        self.c_dim, self.q_dim, self.score, self.temperature = c_dim, q_dim, score, temperature
-        self.normalize = normalize
+        self.c_dim, self.q_dim, self.score, self.normalize = c_dim, q_dim, score, normalize
+        # A buffer, not a float: a schedule changing it during training does not recompile a compiled model;
+        # not persistent, so a state_dict holds the seed's parameters only.
+        self.register_buffer("divisor", torch.ones(()), persistent=False)
+        self.temperature = temperature
         if score in ("additive", "multiplicative"):
             self.W_v = nn.Linear(c_dim, k_dim, bias=False)
             self.W_q = nn.Linear(q_dim, k_dim, bias=True)  # holds b_z
             self.w_a = nn.Linear(k_dim, 1, bias=True)  # holds b_a
         if score == "additive":
             self.activation = nn.Tanh()
+
+    divisor: Tensor
+
+    @property
+    def temperature(self) -> float:
+        """What the score is divided by before it is normalised (> 0)."""
+        return float(self.divisor)
+
+    @temperature.setter
+    def temperature(self, value: float) -> None:
+        check_number("temperature", value, why="it divides the score")
+        with torch.no_grad():
+            self.divisor.fill_(value)
 
     def forward(
         self,
@@ -138,16 +156,19 @@ class SpatialAttention(nn.Module):
             check_shape("mask", mask, ("B", "N"), sizes)
             check_mask(mask, mask.shape)
             mask = mask.unsqueeze(1)
-        score = {"additive": self._additive_score, "multiplicative": self._multiplicative_score}.get(
+        scored = {"additive": self._additive_score, "multiplicative": self._multiplicative_score}.get(
             self.score, self.score
         )
         query = h_Q.unsqueeze(1) if single else h_Q  # (B, n, d_q)
+        offset = None
         if bias is not None:
             check_shape("bias", bias, ("B", "N") if single else ("B", query.shape[1], "N"), sizes)
-            offset, scored = bias.unsqueeze(1) if single else bias, score
+            offset = bias.unsqueeze(1) if single else bias
 
-            def score(q: Tensor, k: Tensor) -> Tensor:
-                return _logits(q, k, scored, self.temperature) + offset
+        def score(q: Tensor, k: Tensor) -> Tensor:
+            # e / T for every score (x / 1 is x exactly, so the default changes no bit); the bias is added after
+            logits = _logits(q, k, scored, 1.0) / self.divisor
+            return logits if offset is None else logits + offset
 
         v_hat, alpha = attend(
             query,
@@ -155,7 +176,6 @@ class SpatialAttention(nn.Module):
             V,
             score=score,
             mask=mask,
-            temperature=self.temperature,
             normalize=self.normalize,
             need_weights=True,  # seed 000 returns (v_hat, alpha); alpha is (B, N), no bigger than V's sum
         )

@@ -22,7 +22,7 @@ Without it a second hop can only move its query by what the first hop saw, not b
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import torch
 import torch.nn.functional as F
@@ -53,6 +53,8 @@ class StackedAttention(nn.Module):
         hops: number of attention hops (1 is single-hop attention plus the residual ``+ v_Q``).
         score: each hop's score, as in :class:`SpatialAttention`.
         normalize: each hop's ``"softmax"`` or ``"sparsemax"``, as in :class:`SpatialAttention`.
+        temperature: divides each hop's score before it is normalised, as in :class:`SpatialAttention`;
+            settable after construction (every hop's changes).
         relate: every hop after the first also scores cells by their distance from where the hop
             before it looked, and avoids the cells it looked at (see the module docstring).
 
@@ -82,13 +84,15 @@ class StackedAttention(nn.Module):
         score: str = "additive",
         normalize: str = "softmax",
         relate: bool = False,
+        temperature: float = 1.0,
     ) -> None:
         super().__init__()
         check_ints(dim=dim, k_dim=k_dim, hops=hops)
         check_flags(relate=relate)
         self.dim, self.normalize = dim, normalize
         self.hops = nn.ModuleList(
-            SpatialAttention(dim, dim, k_dim, score=score, normalize=normalize) for _ in range(hops)
+            SpatialAttention(dim, dim, k_dim, score=score, temperature=temperature, normalize=normalize)
+            for _ in range(hops)
         )
         # (toward, avoid) of every hop after the first, read from its query
         self.relations = nn.ModuleList(nn.Linear(dim, 2) for _ in range(hops - 1)) if relate else None
@@ -96,6 +100,16 @@ class StackedAttention(nn.Module):
     @property
     def relate(self) -> bool:
         return self.relations is not None
+
+    @property
+    def temperature(self) -> float:
+        """What every hop's score is divided by; setting it (a schedule in training) changes every hop's."""
+        return cast(SpatialAttention, self.hops[0]).temperature
+
+    @temperature.setter
+    def temperature(self, value: float) -> None:
+        for hop in self.hops:
+            cast(SpatialAttention, hop).temperature = value
 
     def forward(
         self,

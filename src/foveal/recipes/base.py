@@ -6,7 +6,7 @@ model's spec as ``model``.
 
 Config resolution, lowest to highest priority: the dataclass defaults, the preset, a config file
 (``--config FILE``, TOML or JSON), ``--set key=value`` flags (dotted keys reach nested fields:
-``loop.lr=3e-4``, ``model.hops=2``), ``--seed``. The resolved config is saved in the run directory.
+``loop.lr=3e-4``, ``model.head_options.hops=2``), ``--seed``. The resolved config is saved in the run directory.
 """
 
 from __future__ import annotations

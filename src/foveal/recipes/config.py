@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 from foveal.errors import FovealError
 from foveal.recipes.base import Recipe, RunConfig
-from foveal.specs import field_docs, flatten
+from foveal.specs import CHOICE, Choice, field_docs, flatten, resolve_options
 from foveal.train.checkpoint import write_text_atomic
 from foveal.train.run_dir import RunDir
 
@@ -40,6 +40,8 @@ def field_types(cls: type) -> dict[str, Any]:
     types_: dict[str, Any] = {}
     for f in dataclasses.fields(cls):
         tp = hints[f.name]
+        if CHOICE in f.metadata:  # its keys depend on the part chosen: see _chosen_options
+            continue
         if isinstance(tp, type) and dataclasses.is_dataclass(tp):
             types_.update({f"{f.name}.{k}": v for k, v in field_types(tp).items()})
         else:
@@ -141,6 +143,11 @@ def coerce(value: Any, tp: Any) -> Any:
 def apply_overrides(config: RunConfig, overrides: Mapping[str, Any], source: str = "override") -> RunConfig:
     """Set dotted keys on ``config`` in place (values coerced to each field's type) and return it.
 
+    An options field (marked by :func:`foveal.specs.options_of`: the VQA model's ``head_options``) takes one key per
+    option, ``model.head_options.hops``, checked against the chosen part's options. A layer that chooses
+    another part (``model.head``) starts its options from that part's defaults, whatever order its keys
+    come in.
+
     Args:
         config: a config dataclass instance.
         overrides: ``{dotted key: value}``; nested dicts are flattened first.
@@ -156,26 +163,64 @@ def apply_overrides(config: RunConfig, overrides: Mapping[str, Any], source: str
         foveal.errors.FovealError: unknown config key 'loop.lrr' (override); did you mean 'loop.lr'? ...
     """
     known = field_types(type(config))
-    for key, value in flatten(overrides).items():
+    flat = flatten(overrides)
+    chosen = _chosen_options(config)
+    options = {key: value for key, value in flat.items() if key.rpartition(".")[0] in chosen}
+    for key, value in flat.items():
+        if key in options:
+            continue
         if key not in known:
             close = difflib.get_close_matches(key, known, n=1)
             hint = f"did you mean {close[0]!r}? " if close else ""
             raise FovealError(f"unknown config key {key!r} ({source}); {hint}valid keys: {', '.join(sorted(known))}")
-        try:
-            parsed = coerce(value, known[key])
-        except ValueError:
-            tp = known[key]
-            if typing.get_origin(tp) is Literal:
-                expected = f"choose from: {', '.join(map(str, typing.get_args(tp)))}"
-            else:
-                expected = f"expected {_type_name(tp)}"
-            raise FovealError(f"bad value {value!r} for {key} ({source}); {expected}") from None
         *path, leaf = key.split(".")
         target: Any = config
         for part in path:
             target = getattr(target, part)
+        parsed = _parse(key, value, known[key], source)
+        for owner, name, choice in chosen.values():
+            if owner is target and choice.by == leaf and getattr(owner, leaf) != parsed:
+                setattr(owner, name, {})  # another part: its own options, from its defaults
         setattr(target, leaf, parsed)
+    for key, value in options.items():
+        prefix, _, option = key.rpartition(".")
+        owner, name, choice = chosen[prefix]
+        chosen_name = getattr(owner, choice.by)
+        spec_type = choice.spec_of(chosen_name)
+        resolve_options(choice.by, chosen_name, spec_type, {option: value})  # an option it lacks: name the part
+        parsed = _parse(key, value, typing.get_type_hints(spec_type)[option], source)
+        setattr(owner, name, {**getattr(owner, name), option: parsed})
     return config
+
+
+def _parse(key: str, value: Any, tp: Any, source: str) -> Any:
+    """``value`` coerced to ``tp``, or one error line naming the key and what it takes."""
+    try:
+        return coerce(value, tp)
+    except ValueError:
+        if typing.get_origin(tp) is Literal:
+            expected = f"choose from: {', '.join(map(str, typing.get_args(tp)))}"
+        else:
+            expected = f"expected {_type_name(tp)}"
+        raise FovealError(f"bad value {value!r} for {key} ({source}); {expected}") from None
+
+
+def _chosen_options(config: Any, prefix: str = "") -> dict[str, tuple[Any, str, Choice]]:
+    """Every options field of a (nested) config: ``{dotted key: (the dataclass holding it, its name, its Choice)}``."""
+    found: dict[str, tuple[Any, str, Choice]] = {}
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        if CHOICE in f.metadata:
+            found[f"{prefix}{f.name}"] = (config, f.name, f.metadata[CHOICE])
+        elif dataclasses.is_dataclass(value):
+            found.update(_chosen_options(value, f"{prefix}{f.name}."))
+    return found
+
+
+def _resolved_options(owner: Any, name: str, choice: Choice) -> Any:
+    """The chosen part's options spec, from the mapping in ``owner.name`` (an error names the part)."""
+    chosen = getattr(owner, choice.by)
+    return resolve_options(choice.by, chosen, choice.spec_of(chosen), getattr(owner, name))
 
 
 def read_config_file(path: str | Path) -> dict[str, Any]:
@@ -254,6 +299,8 @@ def resolve_config(
     if threads is not None:
         config.threads = threads
     validate(config)
+    for owner, name, choice in _chosen_options(config).values():  # every option of the part, set or default
+        setattr(owner, name, dataclasses.asdict(_resolved_options(owner, name, choice)))
     return config
 
 
@@ -270,6 +317,8 @@ def validate(config: RunConfig) -> None:
         raise FovealError("loop.schedule=step needs loop.step_size >= 1")
     if config.threads < 0:
         raise FovealError(f"bad value for threads: {config.threads}; expected an int >= 0 (0: every core)")
+    for owner, name, choice in _chosen_options(config).values():
+        _resolved_options(owner, name, choice)
 
 
 def describe_config(config: Any, prefix: str = "") -> list[tuple[str, str, Any, str]]:
@@ -287,7 +336,9 @@ def describe_config(config: Any, prefix: str = "") -> list[tuple[str, str, Any, 
     rows: list[tuple[str, str, Any, str]] = []
     for f in dataclasses.fields(config):
         value = getattr(config, f.name)
-        if dataclasses.is_dataclass(value):
+        if CHOICE in f.metadata:  # the chosen part's options, each with its doc
+            rows += describe_config(_resolved_options(config, f.name, f.metadata[CHOICE]), f"{prefix}{f.name}.")
+        elif dataclasses.is_dataclass(value):
             rows += describe_config(value, f"{prefix}{f.name}.")
         else:
             rows.append((f"{prefix}{f.name}", _type_name(hints[f.name]), value, docs.get(f.name, "")))

@@ -1,9 +1,9 @@
 """``easy-vqa``: the VQA model of seeds 000/002 on easy-VQA, with a choice of attention head.
 
 ``foveal train easy-vqa --preset quick`` trains the default model, one additive hop whose map sits
-on the object, in about five CPU-minutes. ``--set model.hops=2`` stacks hops; another head takes
-``--set model.head=spatial`` and the seed's form of the default's five options (the error names
-them); every option of the model is a ``model.`` key (:class:`foveal.models.vqa.VQASpec`). ``eval``
+on the object, in about five CPU-minutes. ``--set model.head_options.hops=2`` stacks hops; another head
+takes ``--set model.head=spatial`` (and ``model.keys=values``), with its own options from their defaults;
+every option of the model is a ``model.`` key (:class:`foveal.models.vqa.VQASpec`). ``eval``
 reports accuracy overall and per answer type, and the attention mass inside the object mask (each
 hop and the last); ``show`` draws each hop's heatmap over test images.
 """
@@ -57,18 +57,15 @@ class EasyVQAConfig(RunConfig):
     model: VQASpec = field(
         default_factory=lambda: VQASpec(
             k_dim=16,
-            hops=1,
-            readout="last",
             keys="pixels",
-            gate=True,
-            gate_form="linear",
-            temperature=0.35,
-            normalize="sparsemax",
+            head_options=dict(
+                hops=1, readout="last", gate=True, gate_form="linear", temperature=0.35, normalize="sparsemax"
+            ),
         )
     )
-    # The stacked head's score temperature starts at temperature_from and falls geometrically to model.temperature over
-    # the first temperature_warmup of the steps (0 = model.temperature throughout). A soft start keeps every cell in
-    # the map while the values learn what the cells hold; a sharp map from step 1 settled off the object on some seeds.
+    # The stacked heads' score temperature starts at temperature_from and falls geometrically to the head's temperature
+    # over the first temperature_warmup of the steps (0 = the head's throughout). A soft start keeps every cell in the
+    # map while the values learn what the cells hold; a sharp map from step 1 settled off the object on some seeds.
     temperature_from: float = 30.0
     temperature_warmup: float = 0.3
     cache_dir: str = ""  # "" = $FOVEAL_CACHE or ~/.cache/foveal
@@ -194,22 +191,24 @@ def build(config: EasyVQAConfig) -> Task:
 
 
 def temperature_schedule(config: EasyVQAConfig, model: VQA) -> list[Callback]:
-    """The warm start of the stacked head's score temperature, or nothing for a head without one."""
+    """The warm start of the stacked heads' score temperature, or nothing for a head without one."""
     if not 0.0 <= config.temperature_warmup <= 1.0:
         raise FovealError(
             f"temperature_warmup is a fraction of the steps, from 0 to 1; got {config.temperature_warmup}"
         )
+    # the additive hops only: the dot score's (stacked-dot) were always trained sharp from the start
     if config.temperature_warmup == 0 or config.model.head != "stacked":
         return []
     if not config.temperature_from > 0:
         raise FovealError(f"temperature_from divides the scores, so it must be > 0; got {config.temperature_from}")
-    head = model.head
+    attention = model.head.attention
 
     def apply(temperature: float) -> None:
-        head.temperature = temperature
+        attention.temperature = temperature
 
     steps = max(1, round(config.temperature_warmup * config.loop.steps))
-    return [Anneal(apply, start=config.temperature_from, end=config.model.temperature, steps=steps, name="temperature")]
+    end = model.head_options.temperature
+    return [Anneal(apply, start=config.temperature_from, end=end, steps=steps, name="temperature")]
 
 
 def describe(config: EasyVQAConfig, task: Task) -> dict[str, dict[str, Any]]:

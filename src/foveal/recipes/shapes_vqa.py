@@ -2,12 +2,13 @@
 
 ``foveal train shapes-vqa --preset quick`` trains the default model (residual self-attention over a
 9 x 9 grid of regions with coordinate features, then one hop with the dot score);
-``--set model.head=transformer``, ``--set model.hops=2``, ``--set model.grid_coords=false`` swap the
-parts (every head name in :data:`foveal.models.vqa.VQA_HEADS`; every option of
-:class:`foveal.models.vqa.VQASpec`). Pointing questions are answered by scoring their 4 candidate
-boxes, by default with the last hop's mass in each box added (``model.point_by_attention``); the others
-by the answer classifier. ``eval`` reports accuracy per family and per template (:func:`evaluate`);
-``show`` draws every hop's heatmap per question.
+``--set model.head=transformer``, ``--set model.head_options.hops=2``, ``--set model.grid_coords=false``
+swap the parts (every head name in :data:`foveal.models.vqa.VQA_HEADS`; every option of
+:class:`foveal.models.vqa.VQASpec`; ``foveal config shapes-vqa`` lists the head's own options too).
+Pointing questions are answered by scoring their 4 candidate boxes, by default with the last hop's
+mass in each box added (``model.point_by_attention``); the others by the answer classifier. ``eval``
+reports accuracy per family and per template (:func:`evaluate`); ``show`` draws every hop's heatmap
+per question.
 
 ``--set questions=two-hop`` uses the two-hop question set (:mod:`foveal.data.shapes`): ``eval`` then also
 reports where each hop looks, and ``show`` writes ``shapes-two-hop.png``.
@@ -44,7 +45,7 @@ def _shapes_model() -> VQASpec:
         # Residual self-attention over the regions, then dot-score hops, which answer relational questions
         # better than hops alone; one hop, as two ended behind (docs/studies/vqa-shapes-hops.md).
         head="context-self",
-        hops=1,
+        head_options={"hops": 1},
         grid_coords=True,  # relations need positions
         k_dim=32,
         # pointing answers also score where the last hop looked, which trains the attention: without it
@@ -216,12 +217,8 @@ RECIPES.register("shapes-vqa")(
                 "loop.eval_every": 1000,
                 "loop.ckpt_every": 500,
                 "model.head": "stacked",
-                "model.hops": 2,
-                "model.relate": True,
                 "model.keys": "pixels",
-                "model.temperature": 0.35,
-                "model.readout": "last",
-                "model.gate": True,
+                "model.head_options": {"hops": 2, "relate": True, "temperature": 0.35, "readout": "last", "gate": True},
             },
             "ci": {
                 "n_images": 8,
@@ -233,7 +230,6 @@ RECIPES.register("shapes-vqa")(
                 "model.k_dim": 8,
                 "model.embed_dim": 8,
                 "model.mlp_hidden": 16,
-                "model.heads": 2,
                 "loop.steps": 2,
                 "loop.batch_size": 2,
                 "loop.compile": False,

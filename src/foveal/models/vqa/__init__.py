@@ -14,9 +14,10 @@ backward states are concatenated (seed 002's ``v_Q``), or a one-way LSTM's final
 - the seed 002 family: ``channel``, ``cross-layer``, ``coattention-*``, ``context-*``, ``transformer``.
 
 Modules: :mod:`~foveal.models.vqa.encoders` (:class:`GridEncoder`, :class:`QuestionEncoder`),
-:mod:`~foveal.models.vqa.heads` (every head, one calling convention ``head(V, v_Q, inputs)``, and
-the registry :data:`VQA_HEADS`), :mod:`~foveal.models.vqa.model` (:class:`VQA` and its options,
-:class:`VQASpec`). New heads are added to :data:`VQA_HEADS` (see ``docs/vqa.md``).
+:mod:`~foveal.models.vqa.heads` (every head, one calling convention ``head(V, v_Q, inputs)``, each
+head's options, e.g. :class:`StackedOptions`, and the registry :data:`VQA_HEADS`),
+:mod:`~foveal.models.vqa.model` (:class:`VQA` and its options, :class:`VQASpec`, whose ``head_options``
+hold the head's). New heads are added with :func:`register_head` (see ``docs/vqa.md``).
 """
 
 from foveal.models.vqa.answer import Answer
@@ -31,9 +32,12 @@ from foveal.models.vqa.heads import (
     HeadFactory,
     HeadInputs,
     HeadOutput,
+    HeadSizes,
     HopCoAttentionHead,
+    HopsOptions,
     IndependentCoAttentionHead,
     JointCoAttentionHead,
+    NoOptions,
     OneStepCoAttentionHead,
     ParallelLearnedHead,
     ParallelMaxHead,
@@ -41,8 +45,12 @@ from foveal.models.vqa.heads import (
     SelfContextHead,
     SingleHopHead,
     StackedHead,
+    StackedOptions,
     TransformerHead,
+    TransformerOptions,
     VQAHead,
+    head_options,
+    register_head,
 )
 from foveal.models.vqa.model import VQA, VQAOutput, VQASpec
 
@@ -59,9 +67,12 @@ __all__ = [
     "HeadFactory",
     "HeadInputs",
     "HeadOutput",
+    "HeadSizes",
     "HopCoAttentionHead",
+    "HopsOptions",
     "IndependentCoAttentionHead",
     "JointCoAttentionHead",
+    "NoOptions",
     "OneStepCoAttentionHead",
     "ParallelLearnedHead",
     "ParallelMaxHead",
@@ -71,8 +82,12 @@ __all__ = [
     "SelfContextHead",
     "SingleHopHead",
     "StackedHead",
+    "StackedOptions",
     "TransformerHead",
+    "TransformerOptions",
     "VQAHead",
     "VQAOutput",
     "VQASpec",
+    "head_options",
+    "register_head",
 ]

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
+from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
 import torch
@@ -15,9 +16,17 @@ from foveal.attention.grid import flatten_grid
 from foveal.errors import FovealError
 from foveal.models.vqa.answer import Answer, answer
 from foveal.models.vqa.encoders import GridEncoder, QuestionEncoder
-from foveal.models.vqa.heads import VQA_HEADS, HeadInputs, HeadOutput, VQAHead
+from foveal.models.vqa.heads import (
+    VQA_HEADS,
+    HeadInputs,
+    HeadOutput,
+    HeadSizes,
+    VQAHead,
+    head_options,
+    head_options_type,
+)
 from foveal.registry import MODELS
-from foveal.specs import resolve_spec
+from foveal.specs import options_of, resolve_spec
 
 
 @dataclass
@@ -27,26 +36,9 @@ class VQASpec:
     # a name in VQA_HEADS: none, spatial, dot, cosine, stacked, stacked-dot, channel, cross-layer, context-bilstm,
     # context-self, transformer, coattention-independent, -joint, -parallel, -parallel-learned, -alternating
     head: str = "stacked"
-    # attention hops of stacked(-dot), channel, coattention-independent/-joint and context-*; blocks of transformer
-    hops: int = 2
-    # stacked(-dot): phi = every hop's glimpse + v_Q ("sum", seed 002) or the last hop's glimpse + v_Q ("last": what
-    # the picture tells the answer passes through the last map, which then shows where the model looked)
-    readout: Literal["sum", "last"] = "sum"
-    # stacked(-dot): phi = g * glimpse + v_Q with g = 2 sigmoid(W_g v_Q + b_g), per channel: a shape question can drop
-    # the object's colour without looking away from the object
-    gate: bool = False
-    # with gate (ignored without it): g = 2 sigmoid(W_g v_Q + b_g) ("sigmoid") or the signed g = W_g v_Q + b_g, b_g from
-    # 1 ("linear"): a yes/no question compares the colour it names with the glimpse's in one sum of products
-    gate_form: Literal["sigmoid", "linear"] = "sigmoid"
-    # stacked: every hop's additive score is divided by it; below 1 a hop picks its cells sooner and more sharply
-    temperature: float = 1.0
-    # stacked: how each hop's scores become its map: "softmax" (seed 002) or "sparsemax" (their projection onto the
-    # simplex, exactly 0 off the cells that score near the best: no haze over the background)
-    normalize: Literal["softmax", "sparsemax"] = "softmax"
-    # stacked(-dot): every hop after the first also scores cells by their distance from where the hop before it
-    # looked (toward or away, as its query says) and avoids the cells it looked at: "the object closest to the red
-    # one" is then a hop that finds red and a hop that moves from it (foveal's addition; see StackedAttention)
-    relate: bool = False
+    # the head's own options by name (hops, readout, gate...: its spec, e.g. StackedOptions; `foveal config` lists
+    # them); one it does not have is an error; unset ones keep the head's defaults
+    head_options: dict[str, Any] = field(default_factory=dict, metadata=options_of("head", head_options_type))
     dim: int = 64  # d, the size of the region vectors, of v_Q and of phi
     k_dim: int = 64  # joint-embedding size of the attention scores
     channels: tuple[int, ...] = (16, 32, 32, 32)  # output channels of each CNN block (see GridEncoder)
@@ -59,7 +51,7 @@ class VQASpec:
     stem: Literal["conv", "patch", "pixels"] = "conv"
     # what the scores read for each region: "values" (the region vectors themselves), "patch" (a separate
     # per-cell encoder: what is in the cell, not what is near it) or "pixels" (each pixel encoded alone, then the
-    # cell's mean: what the cell holds, not where in it); heads spatial, dot, cosine, stacked(-dot)
+    # cell's mean: what the cell holds, not where in it); the heads that read keys (spatial, dot, cosine, stacked(-dot))
     keys: Literal["values", "patch", "pixels"] = "values"
     key_channels: tuple[int, ...] = (32, 32)  # block widths of the keys="patch" or "pixels" encoder
     embed_dim: int = 32  # word-embedding size
@@ -67,7 +59,6 @@ class VQASpec:
     mlp_hidden: int = 64  # hidden width of the answer MLP
     image_size: int = 64  # input height and width, in pixels (fixed by the data)
     pointing: bool = False  # add the candidate-box scorer (pointing questions pass boxes to forward)
-    heads: int = 4  # attention heads of the transformer head
     # add to each candidate box's score the log of the last map's mean weight inside the box: the pointing
     # answer is where the model looked, so the pointing loss trains the attention directly
     point_by_attention: bool = False
@@ -127,7 +118,9 @@ class VQA(nn.Module):
     Args:
         vocab_size: question vocabulary size (token 0 is padding).
         num_answers: number of answer classes.
-        spec: the options (:class:`VQASpec`); single options may also be given by name.
+        spec: the options (:class:`VQASpec`); single options may also be given by name. The head's own
+            options go in ``head_options`` (``{"hops": 3}``), checked against the head's spec
+            (:func:`foveal.models.vqa.heads.head_options`); the model keeps them resolved as ``head_options``.
 
     Pointing (Visual7W "which" answers): each candidate box pools the regions the head saw with
     :func:`foveal.attention.box_weights`, and an additive score compares it with ``phi``:
@@ -151,7 +144,7 @@ class VQA(nn.Module):
         pixels of the image (max-pooling floors odd sizes), and boxes are pooled on that extent.
 
     Example:
-        >>> model = VQA(20, 13, head="stacked", hops=2, dim=16, k_dim=8, channels=(4, 4), grid=16)
+        >>> model = VQA(20, 13, head="stacked", head_options={"hops": 2}, dim=16, k_dim=8, channels=(4, 4), grid=16)
         >>> out = model(torch.randn(2, 3, 64, 64), torch.tensor([[3, 4, 0], [5, 6, 7]]), torch.tensor([2, 3]))
         >>> out.logits.shape, out.attention.shape
         (torch.Size([2, 13]), torch.Size([2, 2, 256]))
@@ -165,9 +158,13 @@ class VQA(nn.Module):
 
     def __init__(self, vocab_size: int, num_answers: int, spec: VQASpec | None = None, **options: Any) -> None:
         super().__init__()
-        self.spec = spec = resolve_spec(VQASpec, spec, options)
-        check_ints(vocab_size=vocab_size, num_answers=num_answers, hops=spec.hops, dim=spec.dim, k_dim=spec.k_dim)
-        check_ints(embed_dim=spec.embed_dim, mlp_hidden=spec.mlp_hidden, heads=spec.heads)
+        head = options.get("head", VQASpec.head if spec is None else spec.head)
+        misplaced = sorted(options.keys() & {f.name for f in dataclasses.fields(head_options_type(head))})
+        if misplaced:  # the head's own option given as the model's: say where it goes
+            raise FovealError(f"{misplaced[0]!r} is an option of the {head!r} head: pass head_options={{...}}")
+        spec = resolve_spec(VQASpec, spec, options)
+        check_ints(vocab_size=vocab_size, num_answers=num_answers, dim=spec.dim, k_dim=spec.k_dim)
+        check_ints(embed_dim=spec.embed_dim, mlp_hidden=spec.mlp_hidden)
         self.vocab_size, self.num_answers = vocab_size, num_answers
         channels, dim, grid = tuple(spec.channels), spec.dim, spec.grid
         self.grid, self.grid_coords = grid, spec.grid_coords
@@ -183,45 +180,17 @@ class VQA(nn.Module):
         self.question_encoder = QuestionEncoder(
             vocab_size, dim, embed_dim=spec.embed_dim, bidirectional=spec.bidirectional
         )
-        self.head = VQA_HEADS.get(spec.head)(
-            dim,
-            k_dim=spec.k_dim,
-            hops=spec.hops,
-            heads=spec.heads,
-            layer_dims=channels,
-            readout=spec.readout,
-            gate=spec.gate,
-            gate_form=spec.gate_form,
-            temperature=spec.temperature,
-            normalize=spec.normalize,
-            relate=spec.relate,
-        )
+        self.head_options = head_options(spec.head, spec.head_options)
+        # the spec records every option of the head, so a saved model rebuilds as it was whatever defaults become
+        self.spec = dataclasses.replace(spec, head_options=dataclasses.asdict(self.head_options))
+        sizes = HeadSizes(dim, spec.k_dim, channels)
+        self.head = VQA_HEADS.get(spec.head).build(sizes, self.head_options)
         if not isinstance(self.head, VQAHead):
             raise FovealError(f"the {spec.head!r} head must be a VQAHead, got {type(self.head).__name__}")
-        unsupported = [
-            (option, fix)
-            for option, fix, bad in (
-                ("readout", "sum", spec.readout != "sum" and getattr(self.head, "readout", "sum") != spec.readout),
-                ("gate", "false", spec.gate and getattr(self.head, "gate", None) is None),
-                (
-                    "temperature",
-                    "1",
-                    spec.temperature != 1.0 and getattr(self.head, "temperature", 1.0) != spec.temperature,
-                ),
-                ("keys", "values", spec.keys != "values" and "keys" not in self.head.reads),
-                (
-                    "normalize",
-                    "softmax",
-                    spec.normalize != "softmax" and getattr(self.head, "normalize", "softmax") != spec.normalize,
-                ),
-                ("relate", "false", spec.relate and not getattr(self.head, "relate", False)),
+        if spec.keys != "values" and "keys" not in self.head.reads:
+            raise FovealError(
+                f"keys={spec.keys!r} needs a head whose scores read keys; the {spec.head!r} head's do not"
             )
-            if bad
-        ]
-        if unsupported:
-            given = ", ".join(f"{option}={getattr(spec, option)!r}" for option, _ in unsupported)
-            fixes = " ".join(f"model.{option}={fix}" for option, fix in unsupported)
-            raise FovealError(f"the {spec.head!r} head does not take {given}; set {fixes}")
         if self.head.grouped and self.head.reads & {"words", "layers"}:
             raise FovealError(
                 f"the {spec.head!r} head is grouped, so it may read only keys, not {sorted(self.head.reads)}"
