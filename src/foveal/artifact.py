@@ -180,3 +180,10 @@ def from_pretrained(path: str | Path, device: str | torch.device = "cpu") -> nn.
     model.preprocessing = dict(entry.get("preprocessing", {}))
     model.labels = dict(entry.get("labels", {}))
     return model.eval()
+
+
+def card_labels(model: nn.Module) -> dict[str, Any]:
+    """What the outputs of a model loaded by :func:`from_pretrained` mean (its card's ``labels``: class names,
+    or a VQA model's vocabulary and answers); empty for a model that was not loaded from an artifact."""
+    labels = getattr(model, "labels", None)
+    return labels if isinstance(labels, dict) else {}

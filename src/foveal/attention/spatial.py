@@ -179,6 +179,7 @@ class SpatialAttention(nn.Module):
             normalize=self.normalize,
             need_weights=True,  # seed 000 returns (v_hat, alpha); alpha is (B, N), no bigger than V's sum
         )
+        assert alpha is not None  # asked for
         return AttentionOutput(v_hat.squeeze(1), alpha.squeeze(1)) if single else AttentionOutput(v_hat, alpha)
 
     def _additive_score(self, query: Tensor, key: Tensor) -> Tensor:

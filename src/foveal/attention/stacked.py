@@ -140,11 +140,12 @@ class StackedAttention(nn.Module):
                 f"got {tuple(v_Q.shape)}"
             )
         check_shape("v_Q", v_Q, ("B", self.dim) if v_Q.dim() == 2 else ("B", None, self.dim), sizes)
-        if self.relations is not None:
-            positions = self._positions(V, positions)
-        query, glimpses, maps = v_Q, [], []
+        cells = None if self.relations is None else self._positions(V, positions)
+        query = v_Q
+        glimpses: list[Tensor] = []
+        maps: list[Tensor] = []
         for t, hop in enumerate(self.hops):
-            bias = None if t == 0 or self.relations is None else self.relation_bias(t, query, maps[-1], positions)
+            bias = None if t == 0 or cells is None else self.relation_bias(t, query, maps[-1], cells)
             v_filt, weights = hop(V, query, mask, keys, bias=bias)
             query = v_filt + query  # phi, the next hop's query
             glimpses.append(v_filt)
@@ -158,6 +159,8 @@ class StackedAttention(nn.Module):
             - query: ``(..., d)``, hop ``t``'s query ``u_t``; previous: ``(..., N)``, hop ``t - 1``'s map
             - positions: ``(N, 2)``; output: ``(..., N)``
         """
+        if self.relations is None:
+            raise FovealError("relation_bias: this StackedAttention was built with relate=False")
         toward, avoid = self.relations[t - 1](query).unbind(-1)
         centre = previous @ positions  # (..., 2): where hop t - 1 looked
         distance2 = ((positions - centre.unsqueeze(-2)) ** 2).sum(-1)  # (..., N)

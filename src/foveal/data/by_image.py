@@ -35,7 +35,7 @@ def denormalize(image: Tensor) -> Tensor:
     return ((image + 1.0) / 2.0).clamp(0, 1)
 
 
-def describe_pictures(size: int, vocab: list[str], answers: list[str]) -> dict[str, dict[str, Any]]:
+def describe_pictures(size: int, vocab: Sequence[str], answers: Sequence[str]) -> dict[str, dict[str, Any]]:
     """A shipped VQA model's card entries: square RGB pictures in [0, 1] that :func:`normalize` maps to [-1, 1]
     (``(x - mean) / std``), and the question vocabulary and answer names."""
     preprocessing = {"size": [size, size], "channels": 3, "mean": [0.5] * 3, "std": [0.5] * 3}

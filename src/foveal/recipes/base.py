@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from torch import Tensor, nn
+from torch import Tensor
 
 from foveal.train.task import Callback, LoopConfig, RunConfig, Task
 
@@ -38,6 +38,6 @@ class Recipe:
     what its outputs mean (:func:`foveal.artifact.save_pretrained`)."""
     sample: Callable[[Any, Task], dict[str, Tensor]] | None = None
     """``(config, task) -> tensors``: a few held-out test examples, shipped with a trained model."""
-    gallery: Callable[[Any, nn.Module, dict[str, Tensor], Path], list[Path]] | None = None
+    gallery: Callable[[Any, Any, dict[str, Tensor], Path], list[Path]] | None = None  # (config, model, ...)
     """``(config, model, sample, figures_dir) -> paths``: the figures of ``show`` drawn from ``sample``,
     with no data set. A recipe without it draws from the test set it builds (its data are generated)."""

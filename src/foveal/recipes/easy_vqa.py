@@ -13,13 +13,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.utils.data import DataLoader
 
+from foveal.artifact import card_labels
+from foveal.attention import StackedAttention
 from foveal.data.by_image import describe_pictures
 from foveal.data.easy_vqa import (
     ANSWER_TYPES,
@@ -193,36 +195,34 @@ def build(config: EasyVQAConfig) -> Task:
 def temperature_schedule(config: EasyVQAConfig, model: VQA) -> list[Callback]:
     """The warm start of the stacked heads' score temperature, or nothing for a head without one."""
     if not 0.0 <= config.temperature_warmup <= 1.0:
-        raise FovealError(
-            f"temperature_warmup is a fraction of the steps, from 0 to 1; got {config.temperature_warmup}"
-        )
+        raise FovealError(f"temperature_warmup is a fraction of the steps, in [0, 1]; got {config.temperature_warmup}")
     # the additive hops only: the dot score's (stacked-dot) were always trained sharp from the start
     if config.temperature_warmup == 0 or config.model.head != "stacked":
         return []
     if not config.temperature_from > 0:
         raise FovealError(f"temperature_from divides the scores, so it must be > 0; got {config.temperature_from}")
-    attention = model.head.attention
+    attention = cast(StackedAttention, model.head.attention)
 
     def apply(temperature: float) -> None:
         attention.temperature = temperature
 
-    steps = max(1, round(config.temperature_warmup * config.loop.steps))
-    end = model.head_options.temperature
+    steps, end = max(1, round(config.temperature_warmup * config.loop.steps)), model.head_options.temperature
     return [Anneal(apply, start=config.temperature_from, end=end, steps=steps, name="temperature")]
 
 
 def describe(config: EasyVQAConfig, task: Task) -> dict[str, dict[str, Any]]:
-    return describe_pictures(config.model.image_size, task.eval_set.data.vocab, task.eval_set.data.answers)
+    data = task.evaluation_set().data
+    return describe_pictures(config.model.image_size, data.vocab, data.answers)
 
 
 def sample(config: EasyVQAConfig, task: Task) -> dict[str, Tensor]:
     """Eight test questions evenly spread over the test set, with their pictures (``show`` draws them all)."""
-    return cut_sample(EasyVQA("test", data=task.eval_set.data), 8)
+    return cut_sample(EasyVQA("test", data=task.evaluation_set().data), 8)
 
 
 def gallery(config: EasyVQAConfig, model: VQA, tensors: dict[str, Tensor], figures_dir: Path) -> list[Path]:
     """:func:`show` on the shipped sample."""
-    return show(model, from_sample(tensors, **model.labels), figures_dir, count=len(tensors["questions"]))
+    return show(model, from_sample(tensors, **card_labels(model)), figures_dir, count=len(tensors["questions"]))
 
 
 RECIPES.register("easy-vqa")(

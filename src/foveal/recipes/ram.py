@@ -16,10 +16,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Literal
 
 from torch import Tensor, nn
 
+from foveal.artifact import card_labels
 from foveal.data.images import DistortedImages
 from foveal.models.ram import RAMOrBaselineSpec, ram_loss, ram_or_baseline
 from foveal.recipes._classify import (
@@ -73,7 +74,7 @@ def build_ram(config: RAMConfig) -> Task:
 def gallery(config: RAMConfig, model: nn.Module, tensors: dict[str, Tensor], figures_dir: Path) -> list[Path]:
     """:func:`show_glimpses` on the shipped sample."""
     held_out = HeldOut(tensors["images"], tensors["labels"], tensors.get("boxes"))
-    return show_glimpses(model, held_out, figures_dir, tuple(cast(dict[str, Any], model.labels)["classes"]))
+    return show_glimpses(model, held_out, figures_dir, tuple(card_labels(model)["classes"]))
 
 
 RECIPES.register("ram")(

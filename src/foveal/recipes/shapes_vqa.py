@@ -121,7 +121,7 @@ def loss(model: nn.Module, batch: ShapesImageBatch) -> tuple[Tensor, dict[str, f
     return losses.mean(), {"acc": (prediction == batch.target()).float().mean().item()}
 
 
-def evaluate(model: nn.Module, dataset: ShapesByImage, batch_size: int = 50) -> dict[str, float]:
+def evaluate(model: VQA, dataset: ShapesByImage, batch_size: int = 50) -> dict[str, float]:
     """Accuracy overall, per family and per template, and on the two-hop set where each hop looks
     (:meth:`foveal.data.shapes.scores.ShapesScores.metrics`); ``params``, the trainable parameters."""
     device = next(model.parameters()).device
@@ -174,7 +174,7 @@ def describe(config: ShapesVQAConfig, task: Task) -> dict[str, dict[str, Any]]:
 
 def sample(config: ShapesVQAConfig, task: Task) -> dict[str, Tensor]:
     """The test pictures ``show`` draws from, with all their questions."""
-    return task.eval_set.questions.cut_sample(config.show_per_template)
+    return task.evaluation_set().questions.cut_sample(config.show_per_template)
 
 
 def gallery(config: ShapesVQAConfig, model: VQA, tensors: dict[str, Tensor], figures_dir: Path) -> list[Path]:

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Literal
 
 from torch import Tensor, nn
 
+from foveal.artifact import card_labels
 from foveal.data.images import DistortedImages
 from foveal.models.stn_classifier import STNSpec, stn_classifier
 from foveal.recipes._classify import (
@@ -63,7 +64,7 @@ def build_stn(config: STNConfig) -> Task:
 def gallery(config: STNConfig, model: nn.Module, tensors: dict[str, Tensor], figures_dir: Path) -> list[Path]:
     """:func:`show_transformer` on the shipped sample."""
     held_out = HeldOut(tensors["images"], tensors["labels"], tensors.get("boxes"))
-    return show_transformer(model, held_out, figures_dir, tuple(cast(dict[str, Any], model.labels)["classes"]))
+    return show_transformer(model, held_out, figures_dir, tuple(card_labels(model)["classes"]))
 
 
 QUICK = {"loop.steps": 1500, "data.n_test": 2000}
