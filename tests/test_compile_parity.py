@@ -3,7 +3,8 @@
 One case per mechanism with such a path, at small sizes: the compiled function's values and gradients (inputs
 and weights) must be the eager ones. What each traced path is for:
 
-- ``circular-shift``: the NTM's shift builds its gather index afresh (the cache is for eager calls).
+- ``circular-shift``: the memory's shift, compiled in a graph of ``address``, builds its gather index afresh
+  (the cache is for eager calls).
 - ``shift-by-rolls``: the shift the NTM's compiled graphs take instead (its compile plan's keyword), one roll
   per allowed shift; the gather's gradient is a scatter-add, which the compiled CPU backward runs as a scalar
   loop. Eagerly it is held to the gather here too, in value and gradient.

@@ -208,7 +208,8 @@ def _check_shift(shift: Tensor, n_rows: int) -> None:
 def _circular_shift(w: Tensor, shift: Tensor) -> Tensor:
     n_rows, n_shifts = w.shape[-1], shift.shape[-1]
     _check_shift(shift, n_rows)
-    # A traced graph keeps the index it builds as a constant: the cache is for eager calls.
+    # A traced graph keeps the index it builds as a constant: the cache is for eager calls (dynamo would
+    # trace through the cache anyway, with a warning).
     index = (_shift_index.__wrapped__ if tracing() else _shift_index)(n_rows, n_shifts, w.device)
     shifted = w[..., index]  # (B, H, S, R)
     return (shift.unsqueeze(-1) * shifted).sum(dim=-2)
