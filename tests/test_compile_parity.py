@@ -1,4 +1,5 @@
-"""Every mechanism that computes otherwise while a graph is traced, compiled against its eager self.
+"""Every mechanism that computes otherwise while a graph is traced, or that a model's compile plan gives its
+graphs instead of the eager one, compiled against its eager self.
 
 One case per mechanism with such a path, at small sizes: the compiled function's values and gradients (inputs
 and weights) must be the eager ones. What each traced path is for:
@@ -7,7 +8,8 @@ and weights) must be the eager ones. What each traced path is for:
   (the cache is for eager calls).
 - ``shift-by-rolls``: the shift the NTM's compiled graphs take instead (its compile plan's keyword), one roll
   per allowed shift; the gather's gradient is a scatter-add, which the compiled CPU backward runs as a scalar
-  loop. Eagerly it is held to the gather here too, in value and gradient.
+  loop. Eagerly it is held to the gather here too, in value and gradient; its gain is in
+  results/compile-fast-paths.jsonl (studies/ntm-compile-speed).
 - ``glimpse-window``: a traced glimpse takes the dense product, exact at any parameters; eagerly ``"auto"`` may
   take the window, whose size is read from the parameter values.
 - ``max-pool``: the VQA grid encoder's 2 x 2 pool as the max of four strided views (its backward fuses with
