@@ -1,9 +1,15 @@
-"""Every mechanism that computes otherwise while a graph is traced, compiled against its eager self.
+"""Every mechanism that computes otherwise while a graph is traced, or that a model's compile plan gives its
+graphs instead of the eager one, compiled against its eager self.
 
 One case per mechanism with such a path, at small sizes: the compiled function's values and gradients (inputs
 and weights) must be the eager ones. What each traced path is for:
 
-- ``circular-shift``: the NTM's shift builds its gather index afresh (the cache is for eager calls).
+- ``circular-shift``: the memory's shift, compiled in a graph of ``address``, builds its gather index afresh
+  (the cache is for eager calls).
+- ``shift-by-rolls``: the shift the NTM's compiled graphs take instead (its compile plan's keyword), one roll
+  per allowed shift; the gather's gradient is a scatter-add, which the compiled CPU backward runs as a scalar
+  loop. Eagerly it is held to the gather here too, in value and gradient; its gain is in
+  results/compile-fast-paths.jsonl (studies/ntm-compile-speed).
 - ``glimpse-window``: a traced glimpse takes the dense product, exact at any parameters; eagerly ``"auto"`` may
   take the window, whose size is read from the parameter values.
 - ``max-pool``: the VQA grid encoder's 2 x 2 pool as the max of four strided views (its backward fuses with
@@ -13,7 +19,8 @@ and weights) must be the eager ones. What each traced path is for:
   on the host, which a graph cannot.
 
 Compiling with inductor generates C++ (seconds per graph), so those runs are ``slow``; the default run keeps
-one, the shift traced by ``aot_eager`` (the traced path, without code generation).
+one, the shift traced by ``aot_eager`` (the traced path, without code generation), and the rolls held to the
+gather eagerly.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ from torch import Tensor, nn
 
 from foveal.glimpse import gaussian_glimpse
 from foveal.memory import circular_shift
+from foveal.models.ntm import circular_shift_by_rolls
 from foveal.models.pooling import MaxPool2d
 from foveal.models.vqa.encoders import QuestionEncoder
 
@@ -36,6 +44,11 @@ def _circular_shift(generator: torch.Generator) -> Built:
     w = torch.rand(3, 2, 7, generator=generator, dtype=torch.float64).softmax(-1)
     shift = torch.rand(3, 2, 3, generator=generator, dtype=torch.float64).softmax(-1)
     return circular_shift, (w, shift), []
+
+
+def _shift_by_rolls(generator: torch.Generator) -> Built:
+    _, inputs, weights = _circular_shift(generator)
+    return circular_shift_by_rolls, inputs, weights
 
 
 def _glimpse(generator: torch.Generator) -> Built:
@@ -62,6 +75,7 @@ def _question_encoder(generator: torch.Generator) -> Built:
 
 CASES: dict[str, Callable[[torch.Generator], Built]] = {
     "circular-shift": _circular_shift,
+    "shift-by-rolls": _shift_by_rolls,
     "glimpse-window": _glimpse,
     "max-pool": _max_pool,
     "question-encoder": _question_encoder,
@@ -89,6 +103,18 @@ def _assert_compiled_equals_eager(case: str, backend: str) -> None:
 
 def test_the_traced_circular_shift_equals_the_eager_one():
     _assert_compiled_equals_eager("circular-shift", "aot_eager")
+
+
+@pytest.mark.parametrize("n_shifts", [1, 3, 5, 7])  # 7: as many shifts as memory rows
+def test_the_ntm_graphs_shift_by_rolls_equals_the_circular_shift_in_value_and_gradient(n_shifts):
+    generator = torch.Generator().manual_seed(0)
+    w = torch.rand(3, 2, 7, generator=generator, dtype=torch.float64)  # any weighting, not only a simplex
+    shift = torch.rand(3, 2, n_shifts, generator=generator, dtype=torch.float64).softmax(-1)
+    got = _values_and_gradients(circular_shift_by_rolls, (w, shift), [])
+    expected = _values_and_gradients(circular_shift, (w, shift), [])
+    for index, (value, want) in enumerate(zip(got, expected, strict=True)):
+        torch.testing.assert_close(value, want, rtol=1e-12, atol=1e-14, msg=f"output/gradient {index}")
+    assert torch.autograd.gradcheck(circular_shift_by_rolls, (w.requires_grad_(), shift.requires_grad_()))
 
 
 @pytest.mark.slow

@@ -8,7 +8,9 @@ steps; DRAW compiles ``run_steps``, a run of drawing steps, and ``step`` for the
 Python time loop calls the graphs, so a sequence of any length runs the same graphs and nothing is
 recompiled per length (compiling an unrolled sequence would compile every length anew, and the compile
 time would grow with it). Inside a compiled method a model calls its eager methods by name (``_step``),
-so a run traces one graph, never a graph calling another.
+so a run traces one graph, never a graph calling another. A plan may name keyword arguments the graphs
+call the methods with, and the eager calls do not: the NTM's graphs shift its weightings by rolls, whose
+compiled backward is faster than the gather the eager step takes.
 
 The compiled method is the class's function compiled once per process and bound to the instance,
 so models of the same class and options share its graphs, ``copy.deepcopy`` gives a copy that
@@ -60,6 +62,8 @@ class CompilePlan:
         steps_per_call: the time steps one call of the compiled run takes (the model's ``steps_per_call``
             once compiled); 1 for a model that is no recurrent run.
         cpu_options: inductor options on top of the mode's, on the CPU only (where they were measured).
+        keywords: keyword arguments the compiled graphs call each method with, never the eager calls: a
+            formulation that compiles to a faster step than the eager one, equal to it in value and gradient.
 
     Example:
         >>> plan = CompilePlan("one step per graph call", methods=("step",))
@@ -71,6 +75,7 @@ class CompilePlan:
     methods: tuple[str, ...] = ("forward",)
     steps_per_call: int = 1
     cpu_options: Mapping[str, object] = field(default_factory=lambda: MappingProxyType({}))
+    keywords: Mapping[str, object] = field(default_factory=lambda: MappingProxyType({}))
 
     def __post_init__(self) -> None:
         if not self.methods or self.steps_per_call < 1:
@@ -173,12 +178,20 @@ def _call(graph: fx.Graph, target: Any, *args: Any) -> fx.Node:
 
 @functools.cache
 def _compiled(
-    function: Callable[..., Any], mode: str = "default", options: tuple[tuple[str, Any], ...] = ()
+    function: Callable[..., Any],
+    mode: str = "default",
+    options: tuple[tuple[str, Any], ...] = (),
+    keywords: tuple[tuple[str, Any], ...] = (),
 ) -> Callable[..., Any]:
     # dynamic=None: a second batch size makes the graph dynamic in it instead of compiling a third time.
     # The mode is given as its inductor options (torch.compile takes a mode or options, not both).
     inductor_options = {**_torch_private.mode_options(mode), **dict(options)}
-    graph = torch.compile(function, dynamic=None, options=inductor_options)
+    bound = dict(keywords)
+
+    def traced(*args: Any, **kwargs: Any) -> Any:
+        return function(*args, **kwargs, **bound)
+
+    graph = torch.compile(traced if bound else function, dynamic=None, options=inductor_options)
 
     @functools.wraps(function)
     def call(*args: Any, **kwargs: Any) -> Any:
@@ -232,8 +245,9 @@ def compile_model(
     passes = {"post_grad_custom_pre_pass": _GRAPH_PASS} if graph_pass else {}
     # A tuple, for _compiled's cache: models of a class compiled alike share its graphs.
     merged = tuple(sorted({**passes, **options}.items()))
+    keywords = tuple(sorted(plan.keywords.items()))
     for name in plan.methods:
-        setattr(model, name, MethodType(_compiled(getattr(type(model), name), mode, merged), model))
+        setattr(model, name, MethodType(_compiled(getattr(type(model), name), mode, merged, keywords), model))
     if isinstance(model, Compilable):
         model.steps_per_call = plan.steps_per_call
     return model

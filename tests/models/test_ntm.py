@@ -5,7 +5,7 @@ import torch
 
 from foveal.errors import FovealError
 from foveal.memory import address, read, split_head_params, write
-from foveal.models.ntm import NTM
+from foveal.models.ntm import NTM, circular_shift_by_rolls
 from foveal.registry import MODELS
 
 SMALL = dict(controller_size=12, n_rows=9, n_cols=5)
@@ -206,3 +206,29 @@ def test_an_empty_batch_gives_empty_outputs(record):
     assert out.logits.shape == (0, 3, 3)
     with pytest.raises(FovealError, match="at least one time step"):
         ntm(torch.zeros(2, 0, 4))
+
+
+@pytest.mark.parametrize("heads", [(1, 1), (2, 0)])
+def test_steps_shift_with_the_function_given_and_the_rolls_give_the_gathers_result(heads):
+    # The compiled graphs pass circular_shift_by_rolls (the compile plan's keyword): every head of every step
+    # takes it, and the steps' outputs and gradients are the default gather's.
+    n_read, n_write = heads
+    model = small(n_read_heads=n_read, n_write_heads=n_write).double()
+    x = torch.rand(5, 2, 4, dtype=torch.float64)
+    calls = []
+
+    def counted(w, shift):
+        calls.append(w.shape)
+        return circular_shift_by_rolls(w, shift)
+
+    logits, state = model.steps(x, model.initial_state(2, torch.float64), shift_function=counted)
+    assert calls == ([(2, n_write, 9)] * bool(n_write) + [(2, n_read, 9)]) * 5  # the write heads address first
+    expected, expected_state = model.steps(x, model.initial_state(2, torch.float64))
+    torch.testing.assert_close(logits, expected, rtol=1e-12, atol=1e-12)
+    for name in ("w_read", "w_write", "memory"):
+        torch.testing.assert_close(getattr(state, name), getattr(expected_state, name), rtol=1e-12, atol=1e-12)
+    got = torch.autograd.grad(logits.sum(), list(model.parameters()))
+    want = torch.autograd.grad(expected.sum(), list(model.parameters()))
+    for g, w in zip(got, want, strict=True):
+        torch.testing.assert_close(g, w, rtol=1e-10, atol=1e-12)
+    assert NTM.compile_plan.keywords == {"shift_function": circular_shift_by_rolls}

@@ -288,6 +288,30 @@ def test_a_plans_cpu_options_apply_on_the_cpu_only_and_the_graph_pass_is_an_argu
     assert "post_grad_custom_pre_pass" not in seen[3]
 
 
+def test_a_plans_keywords_reach_the_compiled_graphs_and_not_the_eager_calls(monkeypatch):
+    from foveal import compiling
+
+    class WithKeywords(nn.Linear):
+        compile_plan = CompilePlan("a test's stand-in for the NTM's", keywords={"path": "graph"})
+        steps_per_call = 1
+
+        def forward(self, x, *, path="eager"):
+            paths.append(path)
+            return super().forward(x)
+
+    paths = []
+    monkeypatch.setattr(torch, "compile", lambda function, **kwargs: function)  # the graph runs what it traces
+    compiling._compiled.cache_clear()
+    try:
+        model = compile_model(WithKeywords(2, 2))
+        model(torch.zeros(1, 2))
+        with torch.no_grad():  # an evaluation runs the eager method
+            model(torch.zeros(1, 2))
+    finally:
+        compiling._compiled.cache_clear()
+    assert paths == ["graph", "eager"]
+
+
 def test_a_plan_without_methods_or_steps_is_refused():
     with pytest.raises(FovealError, match="at least one method"):
         CompilePlan("none", methods=())

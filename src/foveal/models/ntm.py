@@ -17,7 +17,9 @@ weightings are learned bias vectors (``initial_state="learned"``, the paper's sc
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, ClassVar, Literal, NamedTuple
 
 import torch
@@ -33,6 +35,7 @@ from foveal.specs import resolve_spec
 CONTROLLERS = ("lstm", "feedforward")
 INITIAL_STATES = ("learned", "constant")
 OUTPUT_FROM = ("both", "reads")
+ShiftFunction = Callable[[Tensor, Tensor], Tensor]  # (w, shift) -> the circular shift of w
 
 
 class NTMOutput(NamedTuple):
@@ -83,6 +86,30 @@ class NTMSpec:
     forget_bias: float | None = None  # the LSTM controller's initial forget-gate bias (None: PyTorch's)
 
 
+def circular_shift_by_rolls(w: Tensor, shift: Tensor) -> Tensor:
+    """:func:`foveal.memory.circular_shift` as one roll of ``w`` per allowed shift: ``w~ = sum_d s(d) roll(w, d)``.
+
+    The same values as the circular shift's one gather, and the shift the NTM's compiled graphs take (its
+    ``compile_plan``): a roll's gradient is the opposite roll, which inductor fuses with the element-wise work
+    around it, where the gather's gradient is a scatter-add that the compiled CPU backward runs as a scalar
+    loop. Eagerly the one gather is fewer operations than ``S`` rolls, so the eager step keeps it.
+
+    Shape:
+        - w: ``(B, H, R)``
+        - shift: ``(B, H, S)`` with ``S = 2k + 1 <= R`` (as :func:`foveal.memory.address` checks it)
+        - output: ``(B, H, R)``
+
+    Example:
+        >>> circular_shift_by_rolls(torch.tensor([[[1.0, 0.0, 0.0]]]), torch.tensor([[[0.0, 0.0, 1.0]]]))
+        tensor([[[0., 1., 0.]]])
+    """
+    offsets = shift_offsets(shift.shape[-1])
+    shifted = shift[..., 0, None] * w.roll(offsets[0], dims=-1)
+    for n, d in enumerate(offsets[1:], start=1):
+        shifted = shifted + shift[..., n, None] * w.roll(d, dims=-1)
+    return shifted
+
+
 @MODELS.register("ntm")
 class NTM(nn.Module):
     """A Neural Turing Machine with an LSTM or feed-forward controller and batched heads.
@@ -105,9 +132,11 @@ class NTM(nn.Module):
 
     compile_plan: ClassVar[CompilePlan] = CompilePlan(
         "a call of one step is bound by the cost of calling a graph, so a run of steps shares one call; the "
-        "first step, from the broadcast start state, is a graph of its own (benchmarks/compile.py, ntm-copy)",
+        "first step, from the broadcast start state, is a graph of its own; the graphs shift by rolls, whose "
+        "compiled backward fuses, where the gather's is a scalar scatter loop (benchmarks/compile.py, ntm-copy)",
         methods=("step", "steps"),
         steps_per_call=4,
+        keywords=MappingProxyType({"shift_function": circular_shift_by_rolls}),
     )
     steps_per_call = 1  # time steps per call of ``steps`` (the plan's once compiled)
 
@@ -214,11 +243,18 @@ class NTM(nn.Module):
             self.memory_init(batch).to(dtype),
         )
 
-    def step(self, x_t: Tensor, state: NTMState) -> tuple[Tensor, NTMState]:
-        """One time step: the logits ``(B, O)`` for input ``x_t`` ``(B, input_size)``, and the next state."""
-        return self._step(x_t, state)
+    def step(
+        self, x_t: Tensor, state: NTMState, *, shift_function: ShiftFunction | None = None
+    ) -> tuple[Tensor, NTMState]:
+        """One time step: the logits ``(B, O)`` for input ``x_t`` ``(B, input_size)``, and the next state.
 
-    def _step(self, x_t: Tensor, state: NTMState) -> tuple[Tensor, NTMState]:
+        ``shift_function`` computes the heads' circular shift (:func:`foveal.memory.address`; None: its gather).
+        """
+        return self._step(x_t, state, shift_function)
+
+    def _step(
+        self, x_t: Tensor, state: NTMState, shift_function: ShiftFunction | None = None
+    ) -> tuple[Tensor, NTMState]:
         """:meth:`step`, never compiled on its own: the runs of steps and the recorded loop call it."""
         h, c, reads, w_read, w_write, memory = state
         batch = x_t.shape[0]
@@ -234,21 +270,27 @@ class NTM(nn.Module):
             p = split_head_params(
                 raw_write.view(batch, Hw, self.write_param_size), self.n_cols, self.n_shifts, write=True
             )
-            w_write = address(p.key, p.beta, p.gate, p.shift, p.gamma, memory, w_write, self.eps)
+            w_write = address(
+                p.key, p.beta, p.gate, p.shift, p.gamma, memory, w_write, self.eps, shift_function=shift_function
+            )
             assert p.erase is not None and p.add is not None  # a write head's parameters have both
             memory = write(memory, w_write, p.erase, p.add)
         p = split_head_params(raw_read.view(batch, Hr, self.read_param_size), self.n_cols, self.n_shifts, write=False)
-        w_read = address(p.key, p.beta, p.gate, p.shift, p.gamma, memory, w_read, self.eps)
+        w_read = address(
+            p.key, p.beta, p.gate, p.shift, p.gamma, memory, w_read, self.eps, shift_function=shift_function
+        )
         reads = read(memory, w_read)
         out_in = torch.cat([h, reads.flatten(1)], dim=-1) if self.output_from == "both" else reads.flatten(1)
         return self.out(out_in), NTMState(h, c, reads, w_read, w_write, memory)
 
-    def steps(self, x: Tensor, state: NTMState) -> tuple[Tensor, NTMState]:
+    def steps(
+        self, x: Tensor, state: NTMState, *, shift_function: ShiftFunction | None = None
+    ) -> tuple[Tensor, NTMState]:
         """``x.shape[0]`` time steps from ``state``: their logits ``(T, B, O)`` for inputs ``x`` ``(T, B, input_size)``
-        and the state after the last."""
+        and the state after the last (``shift_function`` as in :meth:`step`)."""
         logits = []
         for x_t in x:
-            logit, state = self._step(x_t, state)
+            logit, state = self._step(x_t, state, shift_function)
             logits.append(logit)
         return torch.stack(logits), state
 
