@@ -26,8 +26,6 @@ class Cell(NamedTuple):
     # the seeds whose range counts (None: every seed on file); a seed the docs report as a failure would widen
     # the range until no regression could leave it
     seeds: tuple[int, ...] | None = None
-    # the same settings as today's config keys name them, where the rows name them otherwise (None: ``sets``)
-    train_sets: dict[str, str] | None = None
 
 
 CELLS = {
@@ -39,9 +37,8 @@ CELLS = {
         "two-hop-relate",
         "shapes-vqa",
         "two-hop",
-        {"model.hops": "2"},
+        {"model.head_options.hops": "2"},
         {"acc_one_hop": 0.02, "mass_one_hop_hop1_named": 0.05, "mass_one_hop_hop2_second": 0.05},
-        train_sets={"model.head_options.hops": "2"},
     ),
     # the NTM: the copy task's full preset, compiled (lengths 1-20, wrong bits per sequence)
     "ntm": Cell("ntm-copy-compiled", "ntm-copy", "full", {"loop.lr": "0.001"}, {"bits": 0.05}),
@@ -93,8 +90,7 @@ def test_a_small_cell_of_each_family_reproduces(family, tmp_path):
     cell = CELLS[family]
     rows = stored_rows(cell)
     seeds = sorted(r["seed"] for r in rows)
-    sets = cell.sets if cell.train_sets is None else cell.train_sets
-    _, metrics = start_run(cell.recipe, cell.preset, sets=sets, seed=seeds[0], threads=1, out=tmp_path / "run")
+    _, metrics = start_run(cell.recipe, cell.preset, sets=cell.sets, seed=seeds[0], threads=1, out=tmp_path / "run")
     for metric, margin in cell.margins.items():
         low, high = min(r["metrics"][metric] for r in rows), max(r["metrics"][metric] for r in rows)
         assert low - margin <= metrics[metric] <= high + margin, (
