@@ -85,7 +85,7 @@ class HeadSizes(NamedTuple):
     layer_dims: tuple[int, ...]  # output channels of each CNN block (the cross-layer head's layers)
 
 
-O = TypeVar("O")
+OptionsT = TypeVar("OptionsT")
 
 
 @dataclass(frozen=True)
@@ -101,11 +101,11 @@ VQA_HEADS: Registry[HeadFactory] = Registry("VQA attention head")
 
 
 def register_head(
-    name: str, options: type[O]
-) -> Callable[[Callable[[HeadSizes, O], VQAHead]], Callable[[HeadSizes, O], VQAHead]]:
+    name: str, options: type[OptionsT]
+) -> Callable[[Callable[[HeadSizes, OptionsT], VQAHead]], Callable[[HeadSizes, OptionsT], VQAHead]]:
     """Register ``build(sizes, options) -> VQAHead`` in :data:`VQA_HEADS` as head ``name``, with its options' spec."""
 
-    def add(build: Callable[[HeadSizes, O], VQAHead]) -> Callable[[HeadSizes, O], VQAHead]:
+    def add(build: Callable[[HeadSizes, OptionsT], VQAHead]) -> Callable[[HeadSizes, OptionsT], VQAHead]:
         VQA_HEADS.register(name)(HeadFactory(options, build))
         return build
 
