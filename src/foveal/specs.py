@@ -17,7 +17,7 @@ import dataclasses
 import difflib
 import inspect
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import cache
 from typing import Any, NamedTuple, TypeVar
 
@@ -45,11 +45,9 @@ def resolve_spec(spec_type: type[S], spec: S | None, options: dict[str, Any]) ->
     if not isinstance(base, spec_type):
         raise FovealError(f"spec must be a {spec_type.__name__}, got {type(base).__name__}")
     names = [f.name for f in dataclasses.fields(spec_type)]  # type: ignore[arg-type]
-    for key in options:
-        if key not in names:
-            close = difflib.get_close_matches(key, names, n=1)
-            hint = f"did you mean {close[0]!r}? " if close else ""
-            raise FovealError(f"unknown option {key!r} of {spec_type.__name__}; {hint}options: {', '.join(names)}")
+    if unknown := _unknown(options, names):
+        key, hint = unknown
+        raise FovealError(f"unknown option {key!r} of {spec_type.__name__}; {hint}options: {', '.join(names)}")
     return dataclasses.replace(base, **options) if options else base  # type: ignore[type-var]
 
 
@@ -90,13 +88,19 @@ def resolve_options(kind: str, name: str, spec_type: type[S], options: Mapping[s
     if not isinstance(options, Mapping):
         raise FovealError(f"the options of {kind} {name!r} must be a mapping of names to values, got {options!r}")
     names = [f.name for f in dataclasses.fields(spec_type)]  # type: ignore[arg-type]
-    for key in options:
+    if unknown := _unknown(options, names):
+        key, hint = unknown
+        raise FovealError(f"{kind} {name!r} has no option {key!r}; {hint}its options: {', '.join(names) or 'none'}")
+    return spec_type(**options)
+
+
+def _unknown(keys: Iterable[str], names: Sequence[str]) -> tuple[str, str] | None:
+    """The first of ``keys`` not in ``names``, with a "did you mean" hint for it (or None: all are known)."""
+    for key in keys:
         if key not in names:
             close = difflib.get_close_matches(key, names, n=1)
-            hint = f"did you mean {close[0]!r}? " if close else ""
-            listed = ", ".join(names) or "none"
-            raise FovealError(f"{kind} {name!r} has no option {key!r}; {hint}its options: {listed}")
-    return spec_type(**options)
+            return key, f"did you mean {close[0]!r}? " if close else ""
+    return None
 
 
 _FIELD = re.compile(r"^\s*(\w+)\s*:[^#]*?(?:#\s*(.*))?$")
