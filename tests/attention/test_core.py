@@ -85,12 +85,35 @@ def test_gradcheck(name):
         )
 
 
-def test_temperature_divides_cosine():
-    q, k, v, _ = _inputs()
-    assert_close(score_logits(q, k, "cosine", temperature=0.5), 2 * score_logits(q, k, "cosine"))
-    expected = eq1(q, k, v, lambda a, b: (a @ b) / (a.norm() * b.norm()) / 0.5)
-    assert_close(attend(q, k, v, score="cosine", temperature=0.5).output, expected)
-    assert_close(attend(q, k, v, score="cosine", temperature=0.5, need_weights=False, fused=True).output, expected)
+PAIR_SCORES = {
+    "dot": lambda a, b: a @ b,
+    "scaled_dot": lambda a, b: (a @ b) / math.sqrt(a.shape[-1]),
+    "cosine": lambda a, b: (a @ b) / (a.norm() * b.norm()),
+}
+
+
+@pytest.mark.parametrize("score", [*PAIR_SCORES, "callable"])
+def test_temperature_divides_every_score_before_the_softmax(score):
+    q, k, v, _ = _inputs(e=5)
+    if score == "callable":
+        weight = torch.randn(5, 5, dtype=q.dtype, generator=torch.Generator().manual_seed(1))
+        named, pair = (lambda a, b: a @ weight @ b.transpose(-2, -1)), (lambda a, b: a @ weight @ b)
+    else:
+        named, pair = score, PAIR_SCORES[score]
+    assert_close(score_logits(q, k, named, temperature=0.5), 2 * score_logits(q, k, named))
+    expected = eq1(q, k, v, lambda a, b: pair(a, b) / 0.5)
+    assert_close(attend(q, k, v, score=named, temperature=0.5, need_weights=True).output, expected)
+    assert_close(attend(q, k, v, score=named, temperature=0.5, fused=True).output, expected)
+    q4, k4, v4 = (x.view(1, *x.shape) for x in (q, k, v))  # SDPA's own layout: the direct call
+    assert_close(attend(q4, k4, v4, score=named, temperature=0.5).output[0], expected)
+
+
+@pytest.mark.parametrize("score", list(PAIR_SCORES))
+def test_temperature_divides_the_count_normalisers_score(score):
+    q, k, v, _ = _inputs(e=5)
+    expected = eq1_count(q, k, v, lambda a, b: PAIR_SCORES[score](a, b) / 4.0)
+    assert_close(attend(q, k, v, score=score, temperature=4.0, normalize="count").output, expected)
+    assert_close(attend(q, k, v, score=score, temperature=4.0, normalize="count", need_weights=True).output, expected)
 
 
 # --- properties --------------------------------------------------------------------------------

@@ -27,7 +27,7 @@ def _drop_unreachable(key: Tensor, value: Tensor, mask: Tensor) -> tuple[Tensor,
 def _fused(
     query: Tensor, key: Tensor, value: Tensor, score: str, mask: Tensor | None, temperature: float, dropout: float
 ) -> Tensor:
-    scale = {"dot": 1.0, "scaled_dot": None, "cosine": 1.0 / temperature}[score]
+    scale = None if score == "scaled_dot" and temperature == 1 else _scale(score, query.shape[-1]) / temperature
     has_key = None
     if mask is not None:
         key, value, has_key = _guard_padding(key, value, mask)
@@ -88,13 +88,15 @@ def _count_linear(query: Tensor, key: Tensor, value: Tensor, score: str, tempera
     work = work_dtype(query.dtype, key.dtype, value.dtype)  # k^T v sums m products: float32 in 16 bits
     dtype = value.dtype
     query, key, value = query.to(work), key.to(work), value.to(work)
-    factor = 1.0 / max(key.shape[-2], 1)
-    if score == "scaled_dot":
-        factor /= math.sqrt(query.shape[-1])
-    elif score == "cosine":
+    factor = _scale(score, query.shape[-1]) / (max(key.shape[-2], 1) * temperature)
+    if score == "cosine":
         query, key = _unit(query), _unit(key)
-        factor /= temperature
     return ((query * factor) @ (key.transpose(-2, -1) @ value)).to(dtype)
+
+
+def _scale(score: str, size: int) -> float:
+    """The factor a built-in score puts on ``q . k`` (of unit vectors, for the cosine)."""
+    return 1.0 / math.sqrt(size) if score == "scaled_dot" else 1.0
 
 
 def _unit(x: Tensor, eps: float = 1e-8) -> Tensor:

@@ -87,8 +87,8 @@ def fused_attention(enabled: bool) -> Iterator[None]:
 def score_logits(query: Tensor, key: Tensor, score: str | ScoreFn, temperature: float = 1.0) -> Tensor:
     """Attention logits ``(..., n, m)`` for queries ``(..., n, d)`` and keys ``(..., m, d)``.
 
-    ``"dot"`` is ``q . k``; ``"scaled_dot"`` is ``q . k / sqrt(d)``; ``"cosine"`` is
-    ``cos(q, k) / temperature`` (``temperature > 0``). A callable is called as ``score(query, key)``.
+    ``"dot"`` is ``q . k``; ``"scaled_dot"`` is ``q . k / sqrt(d)``; ``"cosine"`` is ``cos(q, k)``; a
+    callable is called as ``score(query, key)``. Every score is divided by ``temperature`` (> 0).
     Leading dims broadcast.
     """
     _check_score(score, temperature)
@@ -100,21 +100,23 @@ def _logits(query: Tensor, key: Tensor, score: str | ScoreFn, temperature: float
     """The logits, in float32 for 16-bit inputs: ``q . k`` can pass float16's 65504 where the scaled
     score is small, so the product is formed in float32 and scaled before it, as SDPA does."""
     if callable(score):
-        return score(query, key)
-    work = work_dtype(query.dtype, key.dtype)
-    query, key = query.to(work), key.to(work)
-    if score == "dot":
-        return query @ key.transpose(-2, -1)
-    if score == "scaled_dot":
-        return (query / math.sqrt(query.shape[-1])) @ key.transpose(-2, -1)
-    return _unit(query) @ _unit(key).transpose(-2, -1) / temperature
+        logits = score(query, key)
+    else:
+        work = work_dtype(query.dtype, key.dtype)
+        query, key = query.to(work), key.to(work)
+        if score == "dot":
+            logits = query @ key.transpose(-2, -1)
+        elif score == "scaled_dot":
+            logits = (query / math.sqrt(query.shape[-1])) @ key.transpose(-2, -1)
+        else:
+            logits = _unit(query) @ _unit(key).transpose(-2, -1)
+    return logits if temperature == 1 else logits / temperature
 
 
 def _check_score(score: object, temperature: object, normalize: object = "softmax") -> None:
     if not callable(score) and score not in BUILTIN_SCORES:
         raise FovealError(f"unknown score {score!r}; choose from: {', '.join(BUILTIN_SCORES)} or a callable")
-    if score == "cosine":
-        check_number("temperature", temperature, why="it divides the cosine score")
+    check_number("temperature", temperature, why="it divides the score")
     if normalize not in NORMALIZERS:
         raise FovealError(f"unknown normalize {normalize!r}; choose from: {', '.join(NORMALIZERS)}")
 
@@ -189,7 +191,8 @@ def attend(
             the output nor any gradient.
         need_weights: return the weights ``(..., n, m)``. False (the default) runs the fused
             kernel where it can (and the O(N) form of the count normaliser), which never builds them.
-        temperature: divides the cosine score (ignored by the other scores); must be > 0.
+        temperature: divides the score, whichever it is, before it is normalised
+            (``softmax(e / T)``); must be > 0.
         fused: force the fused path on (True) or off (False); None follows
             :func:`set_fused_attention`. The fused path needs ``need_weights=False``, a
             built-in score and the softmax; otherwise the plain path runs.
@@ -317,6 +320,7 @@ def _check(
         query.dim() == 4
         and query.shape[:-2] == key.shape[:-2] == value.shape[:-2]
         and score in _SCALES
+        and temperature == 1
         and normalize == "softmax"
         and not need_weights
         and min(query.numel(), key.numel(), value.numel()) > 0

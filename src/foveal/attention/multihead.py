@@ -56,7 +56,7 @@ class Attention(nn.Module):
         score: ``"dot"`` (seed 001's embedded Gaussian), ``"scaled_dot"``, ``"cosine"``, or a
             module/callable ``(query, key) -> logits`` applied per head to ``(B, heads, n, qk_dim/heads)``.
         bias: give theta, phi and g a bias (seed 001's are purely linear: False).
-        temperature: divides the cosine score (> 0).
+        temperature: divides the score before it is normalised (> 0).
         normalize: ``"softmax"`` (seed 001's ``C = sum_i f``, ``f = exp(score)``) or ``"count"``
             (``f = score``, ``C`` = the number of keys a query may attend); see :func:`attend`.
         embed: learn theta and phi (True, seed 001). False compares the queries and keys as given,
@@ -132,8 +132,7 @@ class Attention(nn.Module):
                 f"key_dim: score={score!r} compares queries and keys as given (embed=False): needs "
                 f"key_dim == dim, got {key_dim} != {dim}"
             )
-        if score == "cosine":
-            check_number("temperature", temperature, why="it divides the cosine score")
+        check_number("temperature", temperature, why="it divides the score")
         head_size = (qk_dim // heads) if embed else dim // heads
         if (sizes := _score_sizes(score)) is not None and sizes != (head_size, head_size):
             raise FovealError(
