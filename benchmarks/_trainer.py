@@ -54,3 +54,33 @@ def compare_interleaved(
         f"{statistics.median(slow) / statistics.median(fast):.3f} (median)"
     )
     return times
+
+
+def append_fast_path_row(
+    path: str, mechanism: str, fast_path: str, case: str, threads: int, fast: list[float], reference: list[float]
+) -> None:
+    """Append one row to ``results/compile-fast-paths.jsonl``: a compile-only reformulation's step times against
+    the reference path's (each round's seconds, from :func:`compare_interleaved`), with the seed, commit and command."""
+    import json
+    import sys
+
+    from foveal.runs import commit_id
+
+    row = {
+        "mechanism": mechanism,
+        "fast_path": fast_path,
+        "case": case,
+        "threads": threads,
+        "rounds": len(fast),
+        "fast_path_ms": round(min(fast) * 1e3, 2),
+        "reference_ms": round(min(reference) * 1e3, 2),
+        "gain_fastest": round(min(reference) / min(fast), 3),
+        "gain_median": round(statistics.median(reference) / statistics.median(fast), 3),
+        "torch": torch.__version__,
+        "seed": 0,
+        "commit": commit_id(),
+        "command": "python " + " ".join(sys.argv),
+        "kept": True,  # measured on the code that has it; a path taken out is marked false by hand
+    }
+    with open(path, "a") as f:
+        f.write(json.dumps(row) + "\n")

@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -29,11 +27,10 @@ from torch import nn
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from _trainer import compare_interleaved  # noqa: E402
+from _trainer import append_fast_path_row, compare_interleaved  # noqa: E402
 from compile import CASES, build  # noqa: E402
 from foveal.compiling import compile_model  # noqa: E402
 from foveal.models.ntm import NTM  # noqa: E402
-from foveal.runs import commit_id  # noqa: E402
 
 
 class GatherNTM(NTM):
@@ -80,25 +77,15 @@ def main() -> None:
         {name: lambda trainer=trainer: step(trainer) for name, trainer in arms.items()}, args.rounds, "gather", "rolls"
     )
     if args.out:
-        fast, slow = times["rolls"], times["gather"]
-        row = {
-            "mechanism": "circular-shift",
-            "fast_path": "one roll per shift in the NTM's compiled graphs (its compile plan), instead of the gather",
-            "case": args.case,
-            "threads": args.threads,
-            "rounds": args.rounds,
-            "fast_path_ms": round(min(fast) * 1e3, 2),
-            "reference_ms": round(min(slow) * 1e3, 2),
-            "gain_fastest": round(min(slow) / min(fast), 3),
-            "gain_median": round(statistics.median(slow) / statistics.median(fast), 3),
-            "torch": torch.__version__,
-            "seed": 0,
-            "commit": commit_id(),
-            "command": "python " + " ".join(sys.argv),
-            "kept": True,
-        }
-        with open(args.out, "a") as f:
-            f.write(json.dumps(row) + "\n")
+        append_fast_path_row(
+            args.out,
+            "circular-shift",
+            "one roll per shift in the NTM's compiled graphs (its compile plan), instead of the gather",
+            args.case,
+            args.threads,
+            times["rolls"],
+            times["gather"],
+        )
 
 
 if __name__ == "__main__":

@@ -14,8 +14,6 @@ JSON line (results/compile-fast-paths.jsonl) with the seed, commit and command.
 from __future__ import annotations
 
 import argparse
-import json
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -26,10 +24,9 @@ from torch import nn
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from _trainer import compare_interleaved  # noqa: E402
+from _trainer import append_fast_path_row, compare_interleaved  # noqa: E402
 from compile import CASES, build  # noqa: E402
 from foveal.models.pooling import MaxPool2d  # noqa: E402
-from foveal.runs import commit_id  # noqa: E402
 
 
 def with_library_pools(module: nn.Module) -> int:
@@ -78,24 +75,15 @@ def main() -> None:
         "foveal pool",
     )
     if args.out:
-        fast, slow = times["foveal pool"], times["library pool"]
-        row = {
-            "mechanism": "max-pool",
-            "fast_path": "2 x 2 max pool as the max of four strided views while traced",
-            "case": args.case,
-            "threads": args.threads,
-            "rounds": args.rounds,
-            "fast_path_ms": round(min(fast) * 1e3, 2),
-            "reference_ms": round(min(slow) * 1e3, 2),
-            "gain_fastest": round(min(slow) / min(fast), 3),
-            "gain_median": round(statistics.median(slow) / statistics.median(fast), 3),
-            "torch": torch.__version__,
-            "seed": 0,
-            "commit": commit_id(),
-            "command": "python " + " ".join(sys.argv),
-        }
-        with open(args.out, "a") as f:
-            f.write(json.dumps(row) + "\n")
+        append_fast_path_row(
+            args.out,
+            "max-pool",
+            "2 x 2 max pool as the max of four strided views while traced",
+            args.case,
+            args.threads,
+            times["foveal pool"],
+            times["library pool"],
+        )
 
 
 if __name__ == "__main__":
