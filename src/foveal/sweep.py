@@ -82,6 +82,19 @@ def script_provenance() -> dict[str, str]:
     return {"commit": commit_id(), "command": shlex.join(["python", *sys.argv])}
 
 
+def eval_curve(metrics_log: str | Path) -> list[dict[str, float]]:
+    """Every evaluation a run logged (``metrics.jsonl``'s ``eval`` lines): ``[{"step": ..., metric: ...}]``.
+
+    A sweep keeps it in the row, so a table's numbers come with the curve that shows whether they were
+    still moving.
+    """
+    return [
+        {k: v for k, v in record.items() if k not in ("time", "split")}
+        for record in read_results(metrics_log)
+        if record.get("split") == "eval"
+    ]
+
+
 def _row_key(row: dict[str, Any]) -> tuple[Any, ...]:
     return (row["recipe"], row["preset"], json.dumps(row["sets"], sort_keys=True), row["seed"])
 
@@ -143,6 +156,8 @@ def run_sweep(
             }
             if info["parts"] > 1:  # resumed: the times add up every part that run.json recorded
                 row["parts"] = info["parts"]
+            if curve := eval_curve(out.metrics):
+                row["curve"] = curve
             rows = [*read_results(path), row]
             write_text_atomic("".join(json.dumps(r) + "\n" for r in rows), path)
     return path
