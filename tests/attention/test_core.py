@@ -12,7 +12,7 @@ from torch.testing import assert_close
 
 import foveal.attention.core as core
 from foveal import Additive, attend, fused_attention, masked_softmax, score_logits, set_fused_attention
-from foveal.attention import Concatenation
+from foveal.attention import Concatenation, sparsemax
 
 from ._refs import SCORE_NAMES, eq1, eq2, make_score
 
@@ -430,7 +430,7 @@ def test_sparsemax_is_the_projection_onto_the_simplex(masked):
     logits = 2 * torch.randn(4, 5, 9, generator=g, dtype=torch.float64)
     mask = torch.rand(4, 5, 9, generator=g) > 0.4 if masked else torch.ones(4, 5, 9, dtype=torch.bool)
     mask[0, 0] = True
-    weights = core.sparsemax(logits, mask if masked else None)
+    weights = sparsemax(logits, mask if masked else None)
     for row, keep, w in zip(logits.reshape(-1, 9), mask.reshape(-1, 9), weights.reshape(-1, 9), strict=True):
         expected = torch.zeros(9, dtype=torch.float64)
         if keep.any():
@@ -444,23 +444,23 @@ def test_sparsemax_is_the_projection_onto_the_simplex(masked):
 
 def test_sparsemax_hand_computed_and_exactly_sparse():
     # Sorted 2, 1.5, 0: k = 2 qualifies (1 + 2 * 1.5 > 3.5), k = 3 does not (1 + 0 < 3.5); tau = (3.5 - 1) / 2 = 1.25.
-    assert_close(core.sparsemax(torch.tensor([2.0, 1.5, 0.0])), torch.tensor([0.75, 0.25, 0.0]))
+    assert_close(sparsemax(torch.tensor([2.0, 1.5, 0.0])), torch.tensor([0.75, 0.25, 0.0]))
     # Equal scores: the uniform map; one score far above the rest: all the weight, none elsewhere.
-    assert_close(core.sparsemax(torch.zeros(4)), torch.full((4,), 0.25))
-    assert_close(core.sparsemax(torch.tensor([5.0, 1.0, 0.5])), torch.tensor([1.0, 0.0, 0.0]))
+    assert_close(sparsemax(torch.zeros(4)), torch.full((4,), 0.25))
+    assert_close(sparsemax(torch.tensor([5.0, 1.0, 0.5])), torch.tensor([1.0, 0.0, 0.0]))
     # Shifting every score changes nothing.
     s = torch.randn(3, 6)
-    assert_close(core.sparsemax(s + 7.5), core.sparsemax(s))
+    assert_close(sparsemax(s + 7.5), sparsemax(s))
 
 
 def test_sparsemax_masks_nan_and_empty_rows():
     logits = torch.tensor([[1.0, float("nan"), 0.5], [float("inf"), float("nan"), 2.0]], requires_grad=True)
     mask = torch.tensor([[True, False, True], [False, False, False]])
-    w = core.sparsemax(logits, mask)
+    w = sparsemax(logits, mask)
     assert_close(w, torch.tensor([[0.75, 0.0, 0.25], [0.0, 0.0, 0.0]]))
     w.pow(2).sum().backward()
     assert torch.isfinite(logits.grad).all() and (logits.grad[~mask] == 0).all()
-    assert core.sparsemax(torch.zeros(2, 0)).shape == (2, 0)
+    assert sparsemax(torch.zeros(2, 0)).shape == (2, 0)
 
 
 @pytest.mark.parametrize("masked", [False, True])
@@ -475,5 +475,126 @@ def test_sparsemax_gradcheck_and_attend(masked):
         lambda q, k, v: attend(q * scale, k, v, score="dot", mask=mask, normalize="sparsemax").output, (q, k, v)
     )
     out, w = attend(q, k, v, score="dot", mask=mask, normalize="sparsemax", need_weights=True)
-    assert_close(w, core.sparsemax(q @ k.mT, mask))
+    assert_close(w, sparsemax(q @ k.mT, mask))
     assert_close(out, w @ v)
+
+
+@pytest.mark.parametrize(
+    ("dtype", "big"),
+    [(torch.float32, 2.0**24), (torch.float32, 2.0**30), (torch.float64, 2.0**53), (torch.float64, 2.0**60)],
+)
+def test_sparsemax_of_huge_scores_is_still_the_projection(dtype, big):
+    # The support test 1 + k s_(k) > sum s_(i) compares numbers of the size of the scores: from 2^24 in
+    # float32 (2^53 in float64) the 1 is below their spacing. The projection itself does not care how
+    # large the scores are, only how far apart: each row's answer is read off the definition.
+    scores = torch.tensor(
+        [[big, 0.0, -big, -big], [big, big, 0.0, -big], [-big, big, big, big], [big, -big, -big, -big]], dtype=dtype
+    )
+    expected = torch.tensor(
+        [[1.0, 0.0, 0.0, 0.0], [0.5, 0.5, 0.0, 0.0], [0.0, 1 / 3, 1 / 3, 1 / 3], [1.0, 0.0, 0.0, 0.0]], dtype=dtype
+    )
+    weights = sparsemax(scores)
+    assert_close(weights, expected)
+    assert_close(weights.sum(-1), torch.ones(4, dtype=dtype))
+    assert_close(sparsemax(scores, torch.ones(4, 4, dtype=torch.bool)), expected)
+
+
+def test_sparsemax_at_a_tiny_temperature_picks_the_best_key():
+    # Dividing by T = 2^-30 spreads scores a unit or so apart by ~2^30: every row's best key is more than
+    # 1 above the next, so the projection puts all the weight on it and the output is its value.
+    q, k, v = (t.float() for t in _inputs()[:3])
+    logits = q @ k.mT
+    top2 = logits.topk(2, dim=-1).values
+    assert ((top2[..., 0] - top2[..., 1]) * 2.0**30 > 1).all()
+    out, w = attend(q, k, v, score="dot", normalize="sparsemax", temperature=2.0**-30, need_weights=True)
+    one_hot = torch.nn.functional.one_hot(logits.argmax(-1), 4).float()
+    assert_close(w, one_hot)
+    assert_close(out, one_hot @ v)
+
+
+def _sparsemax_jacobian(weights: torch.Tensor) -> torch.Tensor:
+    """diag(s) - s s^T / |S| with s the indicator of the support {w > 0}: the derivative of the projection
+    wherever the support does not change, and the one taken where a score sits on the threshold."""
+    s = (weights > 0).to(weights.dtype)
+    return torch.diag(s) - torch.outer(s, s) / s.sum()
+
+
+@pytest.mark.parametrize(
+    ("scores", "weights"),
+    [
+        ([2.0, 1.0, 0.0], [1.0, 0.0, 0.0]),  # tau = 1 = the second score
+        ([3.0, 2.0, 1.0, 0.0], [1.0, 0.0, 0.0, 0.0]),  # tau = 2 = the second score
+        ([2.0, 2.0, 1.5], [0.5, 0.5, 0.0]),  # tau = (4 - 1) / 2 = 1.5 = the third score
+        ([1.0, 3.0, 3.0, 2.0, 2.0], [0.0, 0.5, 0.5, 0.0, 0.0]),  # tau = 2.5: no tie, for contrast
+    ],
+)
+def test_sparsemax_jacobian_is_zero_off_the_support_at_ties(scores, weights):
+    z = torch.tensor(scores, dtype=torch.float64)
+    w = sparsemax(z)
+    assert torch.equal(w, torch.tensor(weights, dtype=torch.float64))
+    jacobian = torch.autograd.functional.jacobian(sparsemax, z)
+    assert_close(jacobian, _sparsemax_jacobian(w), atol=0, rtol=0)
+    # A key of weight 0 neither moves nor is moved; and the weights always sum to 1, so their sum has no gradient.
+    off = w == 0
+    assert (jacobian[off] == 0).all() and (jacobian[:, off] == 0).all()
+    z.requires_grad_(True)
+    sparsemax(z).sum().backward()
+    assert (z.grad == 0).all()
+
+
+@pytest.mark.parametrize("masked", [False, True])
+def test_sparsemax_gradcheck_at_random_scores_and_its_jacobian_formula(masked):
+    # Random scores almost surely have no ties, where the projection is smooth: its gradient must be the
+    # finite differences' (masked keys included), and the formula's.
+    g = torch.Generator().manual_seed(5)
+    logits = 2 * torch.randn(3, 4, 6, generator=g, dtype=torch.float64)
+    mask = torch.rand(3, 4, 6, generator=g) > 0.3 if masked else None
+    logits.requires_grad_(True)
+    assert torch.autograd.gradcheck(lambda s: sparsemax(s, mask), (logits,))
+    for row in logits.detach().reshape(-1, 6)[:4]:
+        jacobian = torch.autograd.functional.jacobian(sparsemax, row)
+        assert_close(jacobian, _sparsemax_jacobian(sparsemax(row)))
+
+
+# --- scores of -inf: a key that cannot be attended ------------------------------------------------
+
+
+def _minus_inf_score(query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
+    # A dot score that rules out every key for the second query: exp(-inf) = 0, as a masked key's weight.
+    logits = query @ key.mT
+    ruled_out = torch.zeros_like(logits, dtype=torch.bool)
+    ruled_out[..., 1, :] = True
+    ruled_out[..., 0, 0] = True  # and one key of the first query, which keeps the others
+    return logits.masked_fill(ruled_out, -torch.inf)
+
+
+@pytest.mark.parametrize("normalize", ["softmax", "sparsemax"])
+def test_a_row_of_minus_inf_scores_is_a_fully_masked_row(normalize):
+    q, k, v, _ = _inputs()
+    for t in (q, k, v):
+        t.requires_grad_(True)
+    out, w = attend(q, k, v, score=_minus_inf_score, normalize=normalize, need_weights=True)
+    # The same as masking those keys: zero weights and output for the second query, the first one's
+    # weights shared among its other keys.
+    mask = torch.ones(2, 3, 4, dtype=torch.bool)
+    mask[:, 1] = False
+    mask[:, 0, 0] = False
+    masked_out, masked_w = attend(q, k, v, score="dot", mask=mask, normalize=normalize, need_weights=True)
+    assert (w[:, 1] == 0).all() and (out[:, 1] == 0).all()
+    assert_close(w, masked_w)
+    assert_close(out, masked_out)
+    out.sum().backward()
+    for t in (q, k, v):
+        assert torch.isfinite(t.grad).all()
+
+
+def test_masked_softmax_and_sparsemax_of_a_row_of_minus_inf_give_zeros_with_finite_gradients():
+    logits = torch.tensor([[-torch.inf, -torch.inf, -torch.inf], [0.0, -torch.inf, 1.0]], requires_grad=True)
+    for normalise in (masked_softmax, sparsemax):
+        w = normalise(logits)
+        assert (w[0] == 0).all()
+        assert_close(w[1].sum(), torch.tensor(1.0))
+        assert w[1, 1] == 0
+        w.pow(2).sum().backward()
+        assert torch.isfinite(logits.grad).all() and (logits.grad[0] == 0).all()
+        logits.grad = None

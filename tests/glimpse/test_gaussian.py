@@ -119,6 +119,32 @@ def test_truncated_path_within_1e_4_of_dense_and_auto_takes_it():
     )
 
 
+@pytest.mark.parametrize("read", ["seed 003", "draw"])
+def test_truncated_window_wider_than_the_image_is_cut_to_it(monkeypatch, read):
+    # std 3e3 px keeps 5 std = 15,000 px either side of a 12 x 10 image: the window holds the whole
+    # image, which is all it can read, so the glimpse is the dense one. Its size is the image's (and a
+    # pixel of padding at each edge at most), not the Gaussians' reach: 30,000^2 pixels would be gigabytes.
+    images = torch.rand(2, 3, 12, 10, generator=torch.Generator().manual_seed(0))
+    windows = []
+
+    def bounded_crop(images, boxes, size, **kwargs):
+        windows.append(size)
+        assert size[0] <= 12 + 2 and size[1] <= 10 + 2, f"a window of {size} for a 12 x 10 image"
+        return crop(images, boxes, size, **kwargs)
+
+    def glimpse(truncate: bool) -> torch.Tensor:
+        if read == "seed 003":
+            params = torch.tensor([[4.0, 3e3, 1.0, 3.0, 3e3, 1.0], [-50.0, 3e3, 2.0, 60.0, 2e3, -1.0]])
+            return gaussian_glimpse(images, params, (4, 5), truncate=truncate)
+        params = torch.tensor([[0.0, 0.0, math.log(9e6), 0.0, 0.0], [0.5, -2.0, math.log(4e6), 1.0, 0.0]])
+        return gaussian_read(images, params, 4, truncate=truncate).output
+
+    monkeypatch.setattr("foveal.glimpse.separable.crop", bounded_crop)
+    truncated = glimpse(True)
+    assert windows, "the windowed path ran"
+    torch.testing.assert_close(truncated, glimpse(False))
+
+
 @pytest.mark.parametrize("truncate", [False, True])
 def test_gradients_reach_every_glimpse_parameter_and_the_image(truncate):
     images = torch.rand(2, 2, 16, 16, requires_grad=True)

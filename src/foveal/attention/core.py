@@ -28,8 +28,9 @@ projections of :class:`foveal.attention.Attention` (``W_q``, ``W_k``)::
 
 Masks are bool with ``True`` = "may be attended" (the ``F.scaled_dot_product_attention``
 convention). A query row whose keys are all masked gets zero weights and a zero output, never NaN;
-a key that no query may attend is padding, and what it holds (NaN or Inf included) reaches neither
-the output nor any gradient.
+under the softmax and the sparsemax a score of ``-inf`` is a masked key too (its weight is 0 either
+way), so a row of them is zero as well. A key that no query may attend is padding, and what it holds
+(NaN or Inf included) reaches neither the output nor any gradient.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from torch import Tensor, nn
 from foveal._checks import check_floating, check_ints, check_module_dtype, check_number, check_shape, work_dtype
 from foveal.attention._kernels import _count_linear, _drop_unreachable, _fused, _unit
 from foveal.attention._masks import check_broadcast, check_mask
+from foveal.attention.normalizers import _count_normalized, _masked_softmax, sparsemax
 from foveal.errors import FovealError
 
 ScoreFn = Callable[[Tensor, Tensor], Tensor]
@@ -139,31 +141,6 @@ def _check_operands(query: Tensor, key: Tensor, value: Tensor | None, score: str
     return lead
 
 
-def masked_softmax(logits: Tensor, mask: Tensor | None = None) -> Tensor:
-    """Softmax over the last axis that gives exactly zero weight where ``mask`` is False.
-
-    A row with no True entry gets all-zero weights (not NaN, not uniform), with finite gradients.
-    A NaN or Inf logit where the mask is False changes nothing, in value or gradient.
-
-    Shape:
-        - logits: ``(..., n, m)``
-        - mask: bool, broadcastable to ``(..., n, m)``; True = may be attended
-        - output: ``(..., n, m)``
-    """
-    check_floating(logits=logits)
-    if mask is None:
-        return logits.softmax(dim=-1)
-    check_mask(mask, logits.shape)
-    return _masked_softmax(logits, mask)
-
-
-def _masked_softmax(logits: Tensor, mask: Tensor) -> Tensor:
-    # A finite fill keeps every softmax input finite (no inf - inf = NaN in all-masked rows); the
-    # product with the mask then zeroes masked entries, and with them whole all-masked rows.
-    filled = logits.masked_fill(~mask, torch.finfo(logits.dtype).min)
-    return filled.softmax(dim=-1) * mask
-
-
 def attend(
     query: Tensor,
     key: Tensor,
@@ -215,8 +192,11 @@ def attend(
     Query, key and value share one floating dtype; a wrong shape, a leading dim that does not
     broadcast, or a mixed dtype raises ``ValueError``. An empty set of keys (``m = 0``) is a set with
     nothing to attend: zero output. So is a fully masked row, under every normaliser and on every
-    kernel. With 16-bit inputs the scores and weights are computed in float32 (the product ``q . k``
-    can pass float16's 65504 before any scale), and the output is cast back.
+    kernel, and, under the softmax and the sparsemax, a row whose every score is ``-inf`` (a callable
+    may rule keys out so): there a ``-inf`` score weighs 0, as a masked key does, with finite
+    gradients. Under ``"count"`` a score is the weight itself, so ``-inf`` stays ``-inf``. With 16-bit
+    inputs the scores and weights are computed in float32 (the product ``q . k`` can pass float16's
+    65504 before any scale), and the output is cast back.
 
     Example:
         >>> q, k, v = torch.randn(2, 3, 8), torch.randn(2, 5, 8), torch.randn(2, 5, 4)
@@ -276,8 +256,10 @@ def attend(
         weights = _count_normalized(logits, mask)
     elif normalize == "sparsemax":
         weights = sparsemax(logits, mask)
+    elif mask is None and not callable(score):
+        weights = logits.softmax(dim=-1)  # a built-in score is finite: no row of -inf to guard
     else:
-        weights = logits.softmax(dim=-1) if mask is None else _masked_softmax(logits, mask)
+        weights = _masked_softmax(logits, mask)
     weights = weights.to(value.dtype)
     summed = weights if dropout == 0 else F.dropout(weights, dropout)
     return AttentionOutput(summed @ value, weights if need_weights else None)
@@ -331,55 +313,6 @@ def _check(
             _CHECKED.clear()
         _CHECKED[signature] = plan
     return plan
-
-
-def sparsemax(logits: Tensor, mask: Tensor | None = None) -> Tensor:
-    """The Euclidean projection of each row of ``logits`` onto the simplex (Martins and Astudillo 2016).
-
-    ``w = max(s - tau, 0)`` with ``tau`` chosen so that ``sum w = 1``: with the scores sorted
-    descending, the support is the largest ``k`` with ``1 + k s_(k) > sum_{i<=k} s_(i)``, and
-    ``tau = (sum_{i<=k} s_(i) - 1) / k``. Unlike a softmax, weights are exactly zero off the support;
-    the Jacobian there is zero too, and on it ``I - 1 1^T / k``. Where ``mask`` is False the weight
-    is zero and the logit is never read; a row with no True entry gets all-zero weights.
-
-    Shape:
-        - logits: ``(..., n, m)``
-        - mask: bool, broadcastable to ``(..., n, m)``; True = may be attended
-        - output: ``(..., n, m)``
-
-    Example:
-        >>> sparsemax(torch.tensor([[2.0, 1.5, 0.0]]))
-        tensor([[0.7500, 0.2500, 0.0000]])
-    """
-    check_floating(logits=logits)
-    if logits.shape[-1] == 0:
-        return logits.clone()
-    allowed = None
-    if mask is not None:
-        check_mask(mask, logits.shape)
-        allowed = mask.expand(logits.shape)
-        best = torch.where(allowed, logits, -torch.inf).amax(dim=-1, keepdim=True)
-        best = torch.where(allowed.any(dim=-1, keepdim=True), best, 0).detach()
-        # A masked logit is replaced by one 2 below the best allowed: off the support (which ends
-        # within 1 of the best), so it never moves tau, and finite, so no inf reaches the sums.
-        logits = torch.where(allowed, logits, best - 2)
-    ordered = logits.sort(dim=-1, descending=True).values
-    ranks = torch.arange(1, logits.shape[-1] + 1, device=logits.device, dtype=logits.dtype)
-    cumulative = ordered.cumsum(dim=-1)
-    support = (1 + ranks * ordered > cumulative).sum(dim=-1, keepdim=True)  # >= 1: the best always qualifies
-    tau = (cumulative.gather(-1, support - 1) - 1) / support.to(logits.dtype)
-    weights = (logits - tau).clamp_min(0)
-    return weights if allowed is None else weights * allowed
-
-
-def _count_normalized(f: Tensor, mask: Tensor | None) -> Tensor:
-    """``f / C_j`` with ``C_j`` the number of keys row ``j`` may attend; zero where masked or nothing is left."""
-    if mask is None:
-        return f / max(f.shape[-1], 1)
-    mask = mask.expand(f.shape)
-    count = mask.sum(dim=-1, keepdim=True).clamp_min(1)
-    # where, not a product: a masked score may be inf (an unbounded dot product), and 0 * inf = NaN.
-    return torch.where(mask, f, 0) / count
 
 
 class Additive(nn.Module):

@@ -28,7 +28,7 @@ from torch import Tensor
 
 from foveal._checks import check_choice, tracing, work_dtype
 from foveal.errors import FovealError
-from foveal.glimpse.crop import CORNER_LIMIT, crop
+from foveal.glimpse.crop import crop
 
 TRUNCATE_AREA_FRACTION = 0.25
 """``truncate="auto"`` takes the windowed path when the window is at most this fraction of the image
@@ -159,8 +159,10 @@ def separable_glimpse(
     A sample whose window is not finite (NaN or infinite parameters), or whose ``finite`` is False,
     takes no part in choosing the window and is read by the dense product instead (what
     ``truncate=False`` gives it): it would otherwise make the window NaN (which has no length) or
-    infinite, and take every other sample down with it. A finite window is taken as it is, however
-    large: with ``truncate=True``, a window many times the image costs as much memory as it spans.
+    infinite, and take every other sample down with it. A finite window is cut to the image (and a
+    pixel beyond each edge), since pixels off the image weigh nothing: however wide the Gaussians, the
+    windowed product reads no more than the image, and where its window holds all of the image it
+    gives the dense product's glimpse (to rounding).
 
     Shape:
         - images: ``(B, C, H, W)``
@@ -190,8 +192,8 @@ def separable_glimpse(
     axis_y, axis_x = _axis(t.to(work) for t in axis_y), _axis(t.to(work) for t in axis_x)
     # A traced graph is replayed at other parameters, and only the dense product is right at all of them.
     if truncate is not False and not traced:
-        y0, y_span = _window(axis_y, h, support, origin)
-        x0, x_span = _window(axis_x, w, support, origin)
+        y0, y_span = _window(axis_y, h, support, origin, H)
+        x0, x_span = _window(axis_x, w, support, origin, W)
         windowed = torch.isfinite(y_span) & torch.isfinite(x_span)
         if finite is not None:
             windowed = windowed & finite
@@ -252,21 +254,25 @@ def _windowed(
     return separable(window, Ay, Ax)
 
 
-def _window(axis: Axis, n: int, support: float, origin: float) -> tuple[Tensor, Tensor]:
+def _window(axis: Axis, n: int, support: float, origin: float, length: int) -> tuple[Tensor, Tensor]:
     """First 0-based pixel of each image's window and its span (last pixel minus first), each ``(B,)``.
 
-    The start is a long, clamped where int64 holds it (a window that far off the image reads nothing
-    wherever it starts); the span stays floating point, so a NaN or infinite one can be told apart.
+    The window is cut to the axis's ``length`` pixels and one beyond each edge: pixels off the image
+    weigh nothing, so a wider window would read no more of the image, only more padding (wide
+    Gaussians reach far past a small image); and one that misses the image still misses it. The start
+    is a long; the span stays floating point, so a NaN or infinite one (whose start is 0) can be told
+    apart.
     """
     first, stride, variance = (t.detach() for t in axis)
     last = first + (n - 1) * stride
     reach = support * variance.sqrt()
     lo = torch.minimum(first, last) - reach - origin
     hi = torch.maximum(first, last) + reach - origin
-    start = lo.floor()
-    span = hi.ceil() - start
-    start = torch.where(torch.isfinite(span), start, 0).clamp(-CORNER_LIMIT, CORNER_LIMIT)
-    return start.long(), span
+    start, end = lo.floor(), hi.ceil()
+    finite = torch.isfinite(end - start)
+    cut_start, cut_end = start.clamp(-1, length), end.clamp(-1, length)
+    span = torch.where(finite, cut_end - cut_start, end - start)
+    return torch.where(finite, cut_start, 0).long(), span
 
 
 __all__ = [
