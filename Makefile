@@ -6,16 +6,20 @@ BIN    := $(VENV)/bin
 # Elsewhere, override it: `make TORCH_SPEC=torch demo` after choosing your index (see README).
 TORCH_SPEC ?= torch==2.13.0
 THREADS ?= 1
+TIMM_SPEC ?= timm==1.0.29
 STAMP  := $(VENV)/.foveal-installed
 
 .PHONY: setup demo test test-slow lint bench clean
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/pip install --quiet "$(TORCH_SPEC)"
 	$(BIN)/pip install --quiet -e ".[dev]"
+	# timm for the tests and benchmarks that swap foveal's attention into its ViTs, without its dependencies:
+	# they would pull torchvision and with it a CUDA torch (tests/_timm.py says how timm imports without it)
+	$(BIN)/pip install --quiet --no-deps "$(TIMM_SPEC)"
 	touch $(STAMP)
 
 demo: $(STAMP)

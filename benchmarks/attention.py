@@ -21,6 +21,9 @@ the range of the ratios. The cases:
 - ``vit``: a ViT-B/16 attention layer (dim 768, 12 heads, 197 tokens, fused qkv and output
   projection) forward + backward, against ``nn.MultiheadAttention`` and against timm's ``Attention``
   (written out below as timm has it: timm is not a dependency).
+- ``timm-vit``: a whole timm ViT-Ti/16 (batch 2, 224 x 224) after ``swap_attention``, against timm's own,
+  forward and forward + backward; and recording every block's maps (``record_maps``) against timm's
+  attention with its fused kernel off (the path that builds the maps). Needs timm.
 - ``non-local``: ``NonLocalBlock(f="dot")`` (the O(N) form) against the same block asked for its
   N x N map, and the embedded Gaussian's fused kernel; time and peak memory.
 - ``spatial``: ``SpatialAttention`` against seed 000's class, at the seed's sizes.
@@ -35,6 +38,7 @@ faster or smaller), both times, the seed, the commit and the command that wrote 
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import platform
 import re
@@ -44,14 +48,18 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from importlib.util import find_spec
 from pathlib import Path
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from foveal import Attention, NonLocalBlock, SpatialAttention, attend
+from foveal import Attention, NonLocalBlock, SpatialAttention, attend, record_maps, swap_attention
 from foveal.runs import commit_id
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from _timm import import_timm
 
 HEAD_DIM = 64
 
@@ -171,10 +179,38 @@ def vit_case(batch: int) -> Callable:
             return run
 
         return {
-            "foveal": step(lambda: ours(x).output),
+            "foveal": step(lambda: ours(x)),
             "mha": step(lambda: mha(x, x, x, need_weights=False)[0]),
             "timm": step(lambda: timm(x)),
         }
+
+    return build
+
+
+def timm_vit_case(batch: int, passes: str) -> Callable:
+    """A whole timm ViT-Ti/16 with its attention swapped (``swap_attention``) against timm's own."""
+
+    def build(device: torch.device, dtype: torch.dtype) -> dict[str, Callable[[], object]]:
+        timm = import_timm()
+        torch.manual_seed(0)
+        theirs = timm.create_model("vit_tiny_patch16_224", pretrained=False).to(device).eval()
+        ours = copy.deepcopy(theirs)
+        swap_attention(ours)
+        unfused = copy.deepcopy(theirs)  # timm's attention that builds its maps: what recording compares with
+        for block in unfused.blocks:
+            block.attn.fused_attn = False
+        x = torch.randn(batch, 3, 224, 224, device=device)
+
+        def forward(model: nn.Module) -> Callable[[], object]:
+            return lambda: _no_grad(lambda: model(x))
+
+        def recorded() -> object:
+            with record_maps(ours):
+                return _no_grad(lambda: ours(x))
+
+        if passes == "fwd+bwd":
+            return {"foveal": _run(lambda: ours(x), True), "timm": _run(lambda: theirs(x), True)}
+        return {"foveal": forward(ours), "timm": forward(theirs), "maps": recorded, "timm-maps": forward(unfused)}
 
     return build
 
@@ -234,6 +270,11 @@ def cases(device: str) -> list[Case]:
     vit_batch = 64 if gpu else 8
     for baseline in ("mha", "timm"):
         out.append(Case("vit", f"({vit_batch}, 197, 768)", "fwd+bwd", "foveal", baseline, vit_case(vit_batch)))
+    if find_spec("timm") is not None:
+        vit = "ViT-Ti/16 (2, 3, 224, 224)"
+        out.append(Case("timm-vit", vit, "fwd", "foveal", "timm", timm_vit_case(2, "fwd")))
+        out.append(Case("timm-vit", vit, "fwd+bwd", "foveal", "timm", timm_vit_case(2, "fwd+bwd")))
+        out.append(Case("timm-vit", vit, "fwd", "maps", "timm-maps", timm_vit_case(2, "fwd")))
     for baseline in ("maps", "embedded-gaussian"):
         out.append(
             Case("non-local", f"dot {clip}", "fwd", "foveal", baseline, non_local_case(clip, "dot", False), True)

@@ -24,15 +24,24 @@ ROOT = Path(__file__).resolve().parents[1]
 PAGES = [*sorted((ROOT / "docs").rglob("*.md")), ROOT / "README.md"]
 NO_TEST = "<!-- no-test -->"
 FENCE = re.compile(r"^([ \t]*)```python[ \t]*\n(.*?)^[ \t]*```[ \t]*$", re.MULTILINE | re.DOTALL)
-RUNNER = """
+RUNNER = (
+    f"TESTS = {str(Path(__file__).resolve().parent)!r}\n"
+    + """
 import json, sys
 import torch
 torch.manual_seed(0)
 torch.set_num_threads(1)
 namespace = {"__name__": "__main__"}
-for path, line, source in json.load(sys.stdin):
+blocks = json.load(sys.stdin)
+if any("import timm" in source for _, _, source in blocks):
+    sys.path.insert(0, TESTS)
+    import _timm  # timm beside a torchvision that cannot import: see tests/_timm.py
+
+    _timm.import_timm()
+for path, line, source in blocks:
     exec(compile("\\n" * (line - 1) + source, path, "exec"), namespace)
 """
+)
 
 
 class Block(NamedTuple):
@@ -142,7 +151,8 @@ def test_readme_links_work_off_github() -> None:
     assert not relative, f"relative links in README.md: {relative}"
     ours = [link for link in links if link.startswith(REPOSITORY)]
     assert ours and all(link.startswith(f"{REPOSITORY}/blob/main/") for link in ours)
-    missing = [link for link in ours if not (ROOT / link.removeprefix(f"{REPOSITORY}/blob/main/")).exists()]
+    files = [link.removeprefix(f"{REPOSITORY}/blob/main/").partition("#")[0] for link in ours]
+    missing = [link for link, file in zip(ours, files, strict=True) if not (ROOT / file).exists()]
     assert not missing, f"README.md links to files that do not exist: {missing}"
 
 

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.testing import assert_close
 
-from foveal import Attention
+from foveal import Attention, record_maps
 from foveal.attention import (
     Additive,
     Bilinear,
@@ -55,10 +55,10 @@ def test_timm_attention_weights_give_timms_outputs(bias):
     assert set(layer.state_dict()) == set(state)
     x = torch.randn(2, 7, 12, generator=g, dtype=torch.float64)
     expected = timm_attention(state, x, heads=3)
-    assert_close(layer(x).output, expected)
-    out, w = layer(x, need_weights=True)
-    assert_close(out, expected)
-    assert w.shape == (2, 3, 7, 7)
+    assert_close(layer(x), expected)
+    with record_maps(layer) as maps:
+        assert_close(layer(x), expected)
+    assert maps[""].shape == (2, 3, 7, 7)
 
 
 def test_timm_state_dict_with_other_keys_is_refused():
@@ -90,25 +90,25 @@ def test_multihead_attention_swapped_for_the_converted_layer_gives_the_same_outp
     block = _Block(mha, 16).double()
     x = torch.randn(3, 9, 16, dtype=torch.float64)
     expected = block(x)
-    block.attn = Attention.from_multihead(mha.state_dict(), heads=4)
+    block.attn = Attention.from_multihead(mha)
     assert_close(block(x), expected)
     memory = torch.randn(3, 5, 16, dtype=torch.float64)  # cross-attention reads the qkv slices
     block.attn = mha
     expected = block(x, memory)
-    block.attn = Attention.from_multihead(mha.state_dict(), heads=4)
+    block.attn = Attention.from_multihead(mha.state_dict(), heads=4, batch_first=True)  # a state dict does not say
     assert_close(block(x, memory), expected)
 
 
 def test_multihead_attention_with_other_key_and_value_sizes_and_a_padding_mask():
     torch.manual_seed(1)
     mha = nn.MultiheadAttention(8, 2, kdim=5, vdim=3, batch_first=True).double().eval()
-    layer = Attention.from_multihead(mha.state_dict(), heads=2)
+    layer = Attention.from_multihead(mha)
     q = torch.randn(2, 4, 8, dtype=torch.float64)
     k, v = torch.randn(2, 6, 5, dtype=torch.float64), torch.randn(2, 6, 3, dtype=torch.float64)
     real = torch.ones(2, 6, dtype=torch.bool)
     real[1, 4:] = False
     expected, expected_w = mha(q, k, v, key_padding_mask=~real, average_attn_weights=False)
-    out, w = layer(q, k, v, mask=real[:, None, :], need_weights=True)
+    out, w = layer(q, k, v, key_padding_mask=~real, average_attn_weights=False)
     assert_close(out, expected)
     assert_close(w, expected_w)
 

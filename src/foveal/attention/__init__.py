@@ -18,11 +18,10 @@ from foveal.attention.core import (
     attend,
     fused_attention,
     fused_attention_enabled,
-    masked_softmax,
     score_logits,
     set_fused_attention,
-    sparsemax,
 )
+from foveal.attention.dropin import MultiheadAttention, TimmAttention, swap_attention
 from foveal.attention.fusion import FusionOutput, TransformerFusion
 from foveal.attention.gate import GateOutput, gate
 from foveal.attention.grid import (
@@ -33,8 +32,9 @@ from foveal.attention.grid import (
     flatten_grid,
     unflatten_grid,
 )
-from foveal.attention.maps import RecordedMaps, attention_rollout, record_maps
+from foveal.attention.maps import RecordedMaps, attention_rollout, record_maps, register_map_module
 from foveal.attention.multihead import Attention
+from foveal.attention.normalizers import masked_softmax, sparsemax
 from foveal.attention.spatial import SpatialAttention
 from foveal.attention.stacked import StackedAttention, StackedOutput
 
@@ -60,6 +60,7 @@ __all__ = [
     "HopCoAttention",
     "MapAttention",
     "MapAttentionOutput",
+    "MultiheadAttention",
     "NonLocalBlock",
     "ParallelCoAttention",
     "RecordedMaps",
@@ -67,6 +68,7 @@ __all__ = [
     "SpatialAttention",
     "StackedAttention",
     "StackedOutput",
+    "TimmAttention",
     "TransformerFusion",
     "add_coords",
     "attend",
@@ -79,8 +81,10 @@ __all__ = [
     "grid_coords",
     "masked_softmax",
     "record_maps",
+    "register_map_module",
     "score_logits",
     "set_fused_attention",
     "sparsemax",
+    "swap_attention",
     "unflatten_grid",
 ]

@@ -25,7 +25,9 @@ import torch
 from torch import Tensor, nn
 
 from foveal._checks import check_int, check_ints, check_module_dtype, check_shape
-from foveal.attention.core import Additive, masked_softmax
+from foveal.attention.core import Additive
+from foveal.attention.maps import register_map_module
+from foveal.attention.normalizers import masked_softmax
 from foveal.errors import FovealError
 from foveal.registry import ATTENTION
 
@@ -38,6 +40,7 @@ class ChannelAttentionOutput(NamedTuple):
 
 
 @ATTENTION.register("channel")
+@register_map_module
 class ChannelAttention(nn.Module):
     """Question-conditioned channel weights for a set of region vectors (SCA-CNN's channel-wise attention).
 
@@ -100,6 +103,7 @@ class CrossLayerOutput(NamedTuple):
 
 
 @ATTENTION.register("cross-layer")
+@register_map_module
 class CrossLayerAttention(nn.Module):
     """Attention that chooses among the feature maps of several CNN layers (seed 002).
 

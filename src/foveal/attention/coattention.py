@@ -28,7 +28,9 @@ from torch import Tensor, nn
 
 from foveal._checks import check_ints, check_module_dtype, check_shape
 from foveal.attention._masks import check_flags, check_mask, drop_padding
-from foveal.attention.core import Bilinear, masked_softmax
+from foveal.attention.core import Bilinear
+from foveal.attention.maps import register_map_module
+from foveal.attention.normalizers import masked_softmax
 from foveal.attention.spatial import SpatialAttention
 from foveal.errors import FovealError
 from foveal.registry import ATTENTION
@@ -83,6 +85,7 @@ def masked_mean(x: Tensor, mask: Tensor | None) -> Tensor:
     return drop_padding(x, mask).sum(dim=1) / count.clamp_min(1.0)
 
 
+@register_map_module
 class HopCoAttention(nn.Module):
     """Independent attention over regions and words, repeated for ``hops`` hops (seed 002).
 
@@ -153,6 +156,7 @@ def joint_coattention(dim: int, **options) -> HopCoAttention:
 
 
 @ATTENTION.register("coattention-parallel")
+@register_map_module
 class ParallelCoAttention(nn.Module):
     """Parallel co-attention: one affinity matrix gives both the region and the word weights.
 
@@ -223,6 +227,7 @@ class ParallelCoAttention(nn.Module):
 
 
 @ATTENTION.register("coattention-alternating")
+@register_map_module
 class AlternatingCoAttention(nn.Module):
     """Alternating co-attention (Lu et al. 2016, eq. 6): question, then image, then question again.
 

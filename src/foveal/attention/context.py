@@ -19,6 +19,7 @@ from foveal._checks import check_ints, check_module_dtype, check_shape
 from foveal.attention import maps
 from foveal.attention._masks import check_mask, drop_padding
 from foveal.attention.core import attend
+from foveal.attention.maps import register_map_module
 from foveal.errors import FovealError
 from foveal.registry import ATTENTION
 
@@ -31,6 +32,7 @@ class ContextOutput(NamedTuple):
 
 
 @ATTENTION.register("context-bilstm")
+@register_map_module
 class GridBiLSTM(nn.Module):
     """A bidirectional LSTM over the grid's regions in row-major order; each output concatenates both directions.
 
@@ -72,6 +74,7 @@ class GridBiLSTM(nn.Module):
 
 
 @ATTENTION.register("context-self")
+@register_map_module
 class ResidualSelfAttention(nn.Module):
     """Residual self-attention over the regions (seed 002): ``v_i' = v_i + sum_j alpha_ij v_j``.
 
@@ -120,7 +123,7 @@ class ResidualSelfAttention(nn.Module):
             mask = mask.unsqueeze(1)  # every region may attend to the real ones
         else:
             real = V
-        need_weights = need_weights or (bool(maps._RECORDERS) and maps.wants_maps(self))
+        need_weights = need_weights or maps.wants_maps(self)
         filtered, weights = attend(
             self.W_q(real), self.W_k(real), real, score="scaled_dot", mask=mask, need_weights=need_weights
         )

@@ -21,6 +21,7 @@ from torch import Tensor, nn
 
 from foveal._checks import check_ints, check_module_dtype, check_number, check_shape
 from foveal.attention._masks import check_mask, drop_padding
+from foveal.attention.maps import register_map_module
 from foveal.attention.multihead import Attention
 from foveal.errors import FovealError
 from foveal.registry import ATTENTION
@@ -46,6 +47,7 @@ class FusionOutput(NamedTuple):
     question_self: Tensor
 
 
+@register_map_module
 class _ProjectedAttention(nn.Module):
     """Multi-head attention plus the output projection ``W_o`` of Vaswani et al."""
 
@@ -60,6 +62,7 @@ class _ProjectedAttention(nn.Module):
 
 
 @ATTENTION.register("transformer-fusion")
+@register_map_module
 class TransformerFusion(nn.Module):
     """One pre-norm transformer block over two modalities: self-attention, cross-attention both ways, MLP.
 

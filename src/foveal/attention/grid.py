@@ -22,6 +22,7 @@ from torch import Tensor, nn
 
 from foveal._checks import check_int, check_ints, check_module_dtype, check_shape, check_tensor
 from foveal.attention.core import Concatenation, ScoreFn
+from foveal.attention.maps import register_map_module
 from foveal.attention.multihead import Attention
 from foveal.errors import FovealError
 from foveal.registry import ATTENTION
@@ -71,6 +72,7 @@ class MapAttentionOutput(NamedTuple):
 
 
 @ATTENTION.register("map_attention")
+@register_map_module
 class MapAttention(nn.Module):
     """Attention between feature maps of 1, 2 or 3 spatial dims; the output has the query map's size.
 
@@ -170,6 +172,7 @@ NON_LOCAL_SIMILARITIES = ("gaussian", "embedded_gaussian", "dot", "concatenation
 
 
 @ATTENTION.register("non_local")
+@register_map_module
 class NonLocalBlock(nn.Module):
     """Residual non-local block (Wang et al., seed 001's [5]): ``x + W_z(attention(x))``, starting as the identity.
 

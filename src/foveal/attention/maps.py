@@ -19,6 +19,7 @@ from __future__ import annotations
 import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from typing import TypeVar
 
 import torch
 from torch import Tensor, nn
@@ -33,6 +34,53 @@ module's own name, any other field under ``name.field``."""
 HEAD_FUSIONS = ("mean", "max", "min")
 
 _RECORDERS: list[RecordedMaps] = []  # the recordings now on, innermost last
+_MAP_MODULES: list[type[nn.Module]] = []  # the types record_maps records (register_map_module)
+
+M = TypeVar("M", bound=type[nn.Module])
+
+
+def register_map_module(cls: M) -> M:
+    """Make :func:`record_maps` record every module of type ``cls``, its subclasses included.
+
+    The contract a registered module keeps: while :func:`wants_maps` says so it computes its maps
+    whatever it was asked, and returns them in its output's :data:`MAP_FIELDS`; a module whose return
+    value cannot hold them (a drop-in for another library's layer) hands them over with :func:`report`.
+    Every foveal attention module is registered; a class decorator for a user's own.
+
+    Example:
+        >>> from foveal.attention import AttentionOutput
+        >>> @register_map_module
+        ... class Uniform(nn.Module):
+        ...     def forward(self, x):
+        ...         w = torch.full((x.shape[0], x.shape[1], x.shape[1]), 1 / x.shape[1])
+        ...         return AttentionOutput(w @ x, w)
+        >>> model = nn.Sequential(Uniform())
+        >>> with record_maps(model) as maps:
+        ...     _ = model(torch.ones(1, 2, 3))
+        >>> maps["0"].shape
+        torch.Size([1, 2, 2])
+    """
+    if not (isinstance(cls, type) and issubclass(cls, nn.Module)):
+        raise FovealError(f"register_map_module: expected a torch.nn.Module class, got {cls!r}")
+    if cls not in _MAP_MODULES:
+        _MAP_MODULES.append(cls)
+    return cls
+
+
+def is_map_module(module: object) -> bool:
+    """Whether :func:`record_maps` records ``module`` (an instance of a :func:`register_map_module` type)."""
+    return isinstance(module, tuple(_MAP_MODULES))
+
+
+def report(module: nn.Module, output: object) -> None:
+    """Hand ``module``'s maps (the :data:`MAP_FIELDS` of ``output``) to every recording that holds it.
+
+    For a module whose return value must be another library's (a tensor, a plain tuple), so that the
+    recording cannot read the maps from it. Outside a recording it does nothing.
+    """
+    for recorder in _RECORDERS:
+        if id(module) in recorder._names:
+            recorder._hook(module, (), output)
 
 
 class RecordedMaps(dict):
@@ -84,12 +132,15 @@ class RecordedMaps(dict):
 
 def wants_maps(module: nn.Module) -> bool:
     """True while :func:`record_maps` records a model that holds ``module``: compute its maps."""
-    return any(id(module) in recorder._names for recorder in _RECORDERS)
+    return bool(_RECORDERS) and any(id(module) in recorder._names for recorder in _RECORDERS)
 
 
 @contextmanager
 def record_maps(model: nn.Module, *, detach: bool = True) -> Iterator[RecordedMaps]:
     """Record the attention maps of every foveal attention module in ``model``, by module name.
+
+    A foveal attention module is one of a type given to :func:`register_map_module` (every one foveal
+    ships, a subclass of one, and a user's own registered type).
 
     While the context is on, each of them computes its maps whatever was asked of it (so the fused
     kernel gives way to the path that builds them; outputs are unchanged) and returns them. Outside
@@ -113,7 +164,7 @@ def record_maps(model: nn.Module, *, detach: bool = True) -> Iterator[RecordedMa
     """
     if not isinstance(model, nn.Module):
         raise FovealError(f"model: expected a torch.nn.Module, got {type(model).__name__}")
-    names = {id(m): name for name, m in model.named_modules() if _is_attention(m)}
+    names = {id(m): name for name, m in model.named_modules() if is_map_module(m)}
     recorder = RecordedMaps(names, detach)
     handles = [m.register_forward_hook(recorder._hook) for m in model.modules() if id(m) in names]
     _RECORDERS.append(recorder)
@@ -123,10 +174,6 @@ def record_maps(model: nn.Module, *, detach: bool = True) -> Iterator[RecordedMa
         _RECORDERS.remove(recorder)
         for handle in handles:
             handle.remove()
-
-
-def _is_attention(module: nn.Module) -> bool:
-    return type(module).__module__.startswith("foveal.attention.")
 
 
 def attention_rollout(

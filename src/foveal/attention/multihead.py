@@ -16,6 +16,7 @@ timm's and ``nn.MultiheadAttention``'s layout), which :meth:`Attention.from_timm
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
@@ -34,11 +35,16 @@ from foveal.attention.core import (
     ScoreFn,
     attend,
 )
+from foveal.attention.maps import register_map_module
 from foveal.errors import FovealError
+
+if TYPE_CHECKING:
+    from foveal.attention.dropin import MultiheadAttention, TimmAttention
 from foveal.registry import ATTENTION
 
 
 @ATTENTION.register("attention")
+@register_map_module
 class Attention(nn.Module):
     """Multi-head attention with seed 001's learned projections theta (``W_q``), phi (``W_k``), g (``W_v``).
 
@@ -200,19 +206,25 @@ class Attention(nn.Module):
             value = clean_key if value is key else drop_padding(value, reachable)
             key = clean_key
             mask = mask.unsqueeze(-3)  # one mask for every head
+        return self._attend(query, key, value, mask, need_weights, self.score)
+
+    def _attend(
+        self, query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None, need_weights: bool, score: str | ScoreFn
+    ) -> AttentionOutput:
+        """Project, attend per head with ``score`` and ``mask`` (``(B or 1, heads or 1, n, m)``), merge, ``proj``."""
         q, k, v = self._project(query, key, value)
         out, weights = attend(
             q,
             k,
             v,
-            score=self.score,
+            score=score,
             mask=mask,
-            need_weights=need_weights or (bool(maps._RECORDERS) and maps.wants_maps(self)),
+            need_weights=need_weights or maps.wants_maps(self),
             temperature=self.temperature,
             normalize=self.normalize,
             dropout=self.attn_drop.p if self.training else 0.0,
         )
-        out = out.transpose(1, 2).reshape(sizes["B"], sizes["n"], self.out_dim)
+        out = out.transpose(1, 2).reshape(*query.shape[:-1], self.out_dim)
         if self.proj is not None and self.proj_drop is not None:
             out = self.proj_drop(self.proj(out))
         return AttentionOutput(out, weights)
@@ -234,91 +246,34 @@ class Attention(nn.Module):
         return tuple(x.unflatten(-1, (self.heads, -1)).transpose(1, 2) for x in (q, k, v))
 
     @classmethod
-    def from_timm(cls, state_dict: Mapping[str, Tensor], heads: int, **options: object) -> Attention:
-        """A layer holding the weights of timm's ViT ``Attention`` (``qkv``, ``proj``), computing what it computes.
+    def from_timm(
+        cls, layer: nn.Module | Mapping[str, Tensor], heads: int | None = None, **options: object
+    ) -> TimmAttention:
+        """timm's ViT ``Attention`` ``layer`` (or its state dict, with ``heads``) as foveal's, with its weights.
 
-        timm's layer projects ``x`` with ``qkv`` (``dim -> 3 dim``: the queries, keys and values, each
-        heads-major), attends per head with the ``1/sqrt(head size)`` scale, and mixes the heads
-        with ``proj``: this module with ``qkv=True, proj=True``, whose parameters have timm's names.
-
-        Args:
-            state_dict: the keys ``qkv.weight`` and ``proj.weight``, with ``qkv.bias`` and
-                ``proj.bias`` where the layer has them.
-            heads: the layer's number of heads (timm's ``num_heads``; a state dict does not say it).
-            options: more options of :class:`Attention` (``attn_drop``, ``proj_drop``, ``device``).
+        Returns a :class:`~foveal.attention.TimmAttention`: this module with timm's forward
+        (``x, attn_mask=None, is_causal=False``, returning a tensor), so ``block.attn =
+        Attention.from_timm(block.attn)`` swaps it into a timm ``Block``. See
+        :meth:`TimmAttention.from_timm <foveal.attention.TimmAttention.from_timm>`.
         """
-        state = dict(state_dict)
-        extra = sorted(set(state) - {"qkv.weight", "qkv.bias", "proj.weight", "proj.bias"})
-        if "qkv.weight" not in state or "proj.weight" not in state or extra:
-            raise FovealError(
-                "state_dict: expected timm Attention keys qkv.weight, proj.weight (and their biases), "
-                f"got {sorted(state)}" + (" (q_norm/k_norm layers are not supported)" if extra else "")
-            )
-        weight = state["qkv.weight"]
-        dim = weight.shape[1]
-        if tuple(weight.shape) != (3 * dim, dim):
-            raise FovealError(f"qkv.weight: expected shape (3 dim, dim), got {tuple(weight.shape)}")
-        module = cls(
-            dim,
-            heads=heads,
-            qkv=True,
-            proj=True,
-            bias="qkv.bias" in state,
-            proj_bias="proj.bias" in state,
-            **{"dtype": weight.dtype, "device": weight.device, **options},  # type: ignore[arg-type]
-        )
-        module.load_state_dict(state, strict=True)
-        return module
+        from foveal.attention.dropin import TimmAttention  # the drop-in forms are built on this class
+
+        return TimmAttention.from_timm(layer, heads, **options)
 
     @classmethod
-    def from_multihead(cls, state_dict: Mapping[str, Tensor], heads: int, **options: object) -> Attention:
-        """A layer holding the weights of an ``nn.MultiheadAttention``, computing what it computes.
+    def from_multihead(
+        cls, layer: nn.Module | Mapping[str, Tensor], heads: int | None = None, **options: object
+    ) -> MultiheadAttention:
+        """An ``nn.MultiheadAttention`` ``layer`` (or its state dict, with ``heads``) as foveal's, with its weights.
 
-        ``in_proj_weight`` (or ``q_proj_weight``, ``k_proj_weight``, ``v_proj_weight`` where the key
-        and value sizes differ), ``in_proj_bias`` and ``out_proj`` become ``qkv`` (or ``W_q``,
-        ``W_k``, ``W_v``) and ``proj``. The layer is batch first, and its mask means "may be
-        attended" (torch's ``key_padding_mask`` and bool ``attn_mask`` mean the opposite: pass
-        ``~mask``); ``bias_k``/``bias_v`` (``add_bias_kv``) have no counterpart.
-
-        Args:
-            state_dict: ``nn.MultiheadAttention(...).state_dict()``.
-            heads: its ``num_heads``.
-            options: more options of :class:`Attention` (``attn_drop``, ``device``).
+        Returns a :class:`~foveal.attention.MultiheadAttention`: this module with torch's forward,
+        attributes and mask conventions, so ``encoder_layer.self_attn = Attention.from_multihead(...)``
+        swaps it into ``nn.TransformerEncoderLayer``. See :meth:`MultiheadAttention.from_multihead
+        <foveal.attention.MultiheadAttention.from_multihead>`.
         """
-        state = dict(state_dict)
-        if "bias_k" in state or "bias_v" in state:
-            raise FovealError("state_dict: add_bias_kv (bias_k, bias_v) has no counterpart in Attention")
-        if "out_proj.weight" not in state:
-            raise FovealError(
-                f"state_dict: expected nn.MultiheadAttention keys (out_proj.weight, ...), got {sorted(state)}"
-            )
-        dim = state["out_proj.weight"].shape[0]
-        bias = state.get("in_proj_bias")
-        common = dict(
-            heads=heads,
-            proj=True,
-            bias=bias is not None,
-            proj_bias="out_proj.bias" in state,
-            dtype=state["out_proj.weight"].dtype,
-            device=state["out_proj.weight"].device,
-        )
-        ours = {"proj.weight": state["out_proj.weight"]}
-        if "out_proj.bias" in state:
-            ours["proj.bias"] = state["out_proj.bias"]
-        if "in_proj_weight" in state:
-            module = cls(dim, qkv=True, **{**common, **options})  # type: ignore[arg-type]
-            ours["qkv.weight"] = state["in_proj_weight"]
-            if bias is not None:
-                ours["qkv.bias"] = bias
-        else:
-            key_dim, value_dim = state["k_proj_weight"].shape[1], state["v_proj_weight"].shape[1]
-            module = cls(dim, key_dim=key_dim, value_dim=value_dim, out_dim=dim, **{**common, **options})  # type: ignore[arg-type]
-            for name, i in (("q", 0), ("k", 1), ("v", 2)):
-                ours[f"W_{name}.weight"] = state[f"{name}_proj_weight"]
-                if bias is not None:
-                    ours[f"W_{name}.bias"] = bias[i * dim : (i + 1) * dim]
-        module.load_state_dict(ours, strict=True)
-        return module
+        from foveal.attention.dropin import MultiheadAttention
+
+        return MultiheadAttention.from_multihead(layer, heads, **options)
 
     def example_inputs(self, batch: int = 2, generator: torch.Generator | None = None) -> tuple[Tensor, ...]:
         """Small random inputs for :meth:`forward` (used by the conformance tests)."""

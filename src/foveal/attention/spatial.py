@@ -28,6 +28,7 @@ from torch import Tensor, nn
 from foveal._checks import check_ints, check_module_dtype, check_number, check_shape
 from foveal.attention._masks import check_mask
 from foveal.attention.core import AttentionOutput, _logits, additive_logits, attend
+from foveal.attention.maps import register_map_module
 from foveal.errors import FovealError
 from foveal.registry import ATTENTION
 
@@ -36,6 +37,7 @@ SPATIAL_NORMALIZERS = ("softmax", "sparsemax")
 
 
 @ATTENTION.register("spatial")
+@register_map_module
 class SpatialAttention(nn.Module):
     """Seed 000's ``SpatialAttention``: a question vector picks a weighted mean of the region vectors.
 

@@ -31,6 +31,7 @@ from torch import Tensor, nn
 from foveal._checks import check_ints, check_module_dtype, check_shape
 from foveal.attention._masks import check_flags
 from foveal.attention.coords import grid_coords
+from foveal.attention.maps import register_map_module
 from foveal.attention.spatial import SpatialAttention
 from foveal.errors import FovealError
 from foveal.registry import ATTENTION
@@ -44,6 +45,7 @@ class StackedOutput(NamedTuple):
 
 
 @ATTENTION.register("stacked")
+@register_map_module
 class StackedAttention(nn.Module):
     """Stacked attention: ``hops`` rounds of :class:`SpatialAttention`, each refining the query.
 
