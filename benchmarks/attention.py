@@ -292,9 +292,13 @@ def _sync(device: torch.device) -> None:
 
 
 def round_times(
-    fns: dict[str, Callable[[], object]], device: torch.device, budget_s: float, min_rounds: int = 10
+    fns: dict[str, Callable[[], object]],
+    device: torch.device,
+    budget_s: float,
+    min_rounds: int = 10,
+    clock: Callable[[], float] = time.perf_counter,
 ) -> dict[str, list[float]]:
-    """Per-call time of each function in every interleaved round (after warm-up calls)."""
+    """Per-call time of each function in every interleaved round (after warm-up calls), read off ``clock``."""
     calls = {}
     for name, fn in fns.items():
         for _ in range(2):
@@ -311,11 +315,11 @@ def round_times(
         # Every other round runs them in the other order: going first or second has its own cost.
         for name, fn in fns.items() if rounds % 2 == 0 else reversed(fns.items()):
             _sync(device)
-            t0 = time.perf_counter()
+            t0 = clock()
             for _ in range(calls[name]):
                 fn()
             _sync(device)
-            times[name].append((time.perf_counter() - t0) / calls[name])
+            times[name].append((clock() - t0) / calls[name])
         rounds += 1
     return times
 
@@ -366,6 +370,12 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="one repeat, short budgets, no large-N memory case")
     parser.add_argument("--only", default="", help="comma-separated case names (attend, mask, maps, vit, ...)")
     parser.add_argument("--out", default="", help="append one JSON row per case and repeat to this file")
+    parser.add_argument(
+        "--clock",
+        choices=("wall", "cpu"),
+        help="wall: elapsed time; cpu: this thread's CPU time, which time taken by other processes does not add "
+        "to (default: cpu on the CPU at one thread, else wall)",
+    )
     parser.add_argument("--peak-case", nargs=2, metavar=("INDEX", "METHOD"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -376,13 +386,23 @@ def main() -> None:
         print(peak_here(all_cases[int(args.peak_case[0])], args.peak_case[1], device, dtype))
         return
     repeats, budget = (1, 0.3) if args.quick else (args.repeats, args.budget)
+    # At one thread every op of a call runs on the calling thread, so its CPU time is the call's work alone.
+    clock_name = args.clock or ("cpu" if device.type == "cpu" and args.threads == 1 else "wall")
+    clock = time.thread_time if clock_name == "cpu" else time.perf_counter
     only = {name for name in args.only.split(",") if name}
     name = torch.cuda.get_device_name() if device.type == "cuda" else (platform.processor() or platform.machine())
     print(f"# foveal attention benchmark: torch {torch.__version__}, {args.device} ({name}), {args.threads} thread(s)")
-    print(f"# {time.strftime('%Y-%m-%d %H:%M')}; ratio = foveal's time / the baseline's, best of interleaved rounds\n")
+    print(f"# clock: {clock_name}")
+    print(f"# {time.strftime('%Y-%m-%d %H:%M')}; ratio = foveal's time / the baseline's, interleaved rounds\n")
     print("| case | shape | pass | foveal | baseline | foveal ms | baseline ms | ratio | memory ratio |")
     print("|---|---|---|---|---|---|---|---|---|")
-    base = {"device": args.device, "device_name": name, "threads": args.threads, "dtype": str(dtype)}
+    base = {
+        "device": args.device,
+        "device_name": name,
+        "threads": args.threads,
+        "dtype": str(dtype),
+        "clock": clock_name,
+    }
     base |= {"torch": torch.__version__, "commit": commit_id(), "command": " ".join(["python", *sys.argv])}
     for index, case in enumerate(all_cases):
         if (only and case.name not in only) or (args.quick and case.name == "mask" and case.memory):
@@ -397,7 +417,7 @@ def main() -> None:
                 # Below a MiB the resident-set count is the allocator's noise, not the call's memory.
                 memory = round(mine / theirs, 3) if theirs >= 2**20 else None
         for seed in range(repeats):
-            rounds = round_times(fns, device, budget, 3 if args.quick else 10)
+            rounds = round_times(fns, device, budget, 3 if args.quick else 10, clock)
             t = {name: min(samples) for name, samples in rounds.items()}
             # Each round times both back to back, in alternating order. On a shared machine a sample is
             # either undisturbed or several times slower (preempted), so the estimate is the median

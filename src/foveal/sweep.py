@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import shlex
 import statistics
 import sys
@@ -270,10 +271,66 @@ def speed_table(rows: Sequence[dict[str, Any]], digits: int = 2) -> str:
     return "\n".join(lines)
 
 
+def comparison_table(rows: Sequence[dict[str, Any]], metric: str, key: str, base: str, new: str) -> str:
+    """Two settings of ``key`` side by side for every other setting: their means over seeds and the difference.
+
+    ``difference`` is ``new``'s mean minus ``base``'s; ``SE`` is the standard error of that difference over
+    the seeds, ``sqrt(s_base^2 / n_base + s_new^2 / n_new)`` with each side's sample variance over its seeds;
+    ``z`` their ratio. A setting that lacks either side is left out.
+
+    Example:
+        >>> rows = [{"sets": {"m": m, "d": "R"}, "seed": s, "metrics": {"e": e}}
+        ...         for m, s, e in (("a", 0, 2.0), ("a", 1, 4.0), ("b", 0, 1.0), ("b", 1, 1.0))]
+        >>> print(comparison_table(rows, "e", "m", "a", "b"))
+        | d | e a | e b | difference | SE | z | seeds |
+        | --- | --- | --- | --- | --- | --- | --- |
+        | R | 3.000 | 1.000 | -2.000 | 1.000 | -2.0 | 0, 1 |
+    """
+    others = sorted({k for r in rows for k in r["sets"] if k != key})
+    others = [k for k in others if len({r["sets"].get(k) for r in rows}) > 1] or others
+    groups: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    for row in rows:
+        side = row["sets"].get(key)
+        if side in (base, new):
+            setting = json.dumps({k: row["sets"].get(k) for k in others})
+            groups.setdefault(setting, {}).setdefault(side, []).append(row)
+    header = [
+        *(k.split(".")[-1] for k in others),
+        f"{metric} {base}",
+        f"{metric} {new}",
+        "difference",
+        "SE",
+        "z",
+        "seeds",
+    ]
+    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join(["---"] * len(header)) + " |"]
+    for setting, sides in groups.items():
+        if base not in sides or new not in sides:
+            continue
+        values = {side: [r["metrics"][metric] for r in sides[side]] for side in (base, new)}
+        means = {side: statistics.fmean(v) for side, v in values.items()}
+        variance = sum(statistics.variance(v) / len(v) if len(v) > 1 else math.nan for v in values.values())
+        difference, se = means[new] - means[base], math.sqrt(variance)
+        z = f"{difference / se:.1f}" if se > 0 else "-"
+        seeds = sorted(set.intersection(*({r["seed"] for r in sides[side]} for side in (base, new))))
+        cells_ = [str(v) for v in json.loads(setting).values()]
+        cells_ += [f"{means[base]:.3f}", f"{means[new]:.3f}", f"{difference:.3f}", f"{se:.3f}", z]
+        lines.append("| " + " | ".join([*cells_, ", ".join(map(str, seeds))]) + " |")
+    return "\n".join(lines)
+
+
 def results_table(rows: Sequence[dict[str, Any]], metric: str) -> str:
-    """The docs table of a results file: :func:`speed_table` for a benchmark's rows, else :func:`markdown_table`."""
+    """The docs table of a results file: :func:`speed_table` for a benchmark's rows, :func:`comparison_table` for
+    a metric written ``M:KEY=BASE/NEW`` (``error:model.name=cnn/stcnn``), else :func:`markdown_table`."""
     if rows and all("case" in row for row in rows):
         return speed_table(rows)
+    if ":" in metric:
+        name, _, comparison = metric.partition(":")
+        key, _, sides = comparison.partition("=")
+        base, _, new = sides.partition("/")
+        if not (key and base and new):
+            raise FovealError(f"a comparison is written METRIC:KEY=BASE/NEW, got {metric!r}")
+        return comparison_table(rows, name, key, base, new)
     return markdown_table(rows, metric)
 
 

@@ -172,11 +172,13 @@ class CNN(nn.Module):
 
 
 def localization_net(in_channels: int, n_params: int, *, width: int = 8, hidden: int = 32) -> nn.Sequential:
-    """A small localisation net: pool, two conv stages, a 4 x 4 average pool, two linear layers.
+    """A small localisation net: pool, two conv stages, a 4 x 4 max pool, two linear layers.
 
-    The average pool to 4 x 4 makes it work for any input size (28, 42, 60, ...); its last
-    ``nn.Linear`` outputs the transform's ``n_params`` and is set to the identity by
-    :class:`~foveal.glimpse.SpatialTransformer`.
+    The pool to 4 x 4 makes it work for any input size (28, 42, 60, ...). It takes the maximum: on a
+    60 x 60 canvas an average over its 15 x 15 cells dilutes a garment's features among the empty
+    background until the hidden layer sees only its own biases and dies, and the transform stays a
+    constant (docs/studies/stn-paper.md). Its last ``nn.Linear`` outputs the transform's ``n_params``
+    and is set to the identity by :class:`~foveal.glimpse.SpatialTransformer`.
 
     Shape:
         - input: ``(B, in_channels, H, W)`` with ``H, W >= 8``
@@ -189,7 +191,7 @@ def localization_net(in_channels: int, n_params: int, *, width: int = 8, hidden:
         MaxPool2d(2),
         nn.Conv2d(width, 2 * width, 5, padding=2),
         nn.ReLU(),
-        nn.AdaptiveAvgPool2d(4),
+        nn.AdaptiveMaxPool2d(4),
         nn.Flatten(),
         nn.Linear(2 * width * 16, hidden),
         nn.ReLU(),
