@@ -257,3 +257,17 @@ def test_record_maps_records_subclasses_and_registered_modules_by_type():
     assert_close(maps["0"], torch.full((1, 4, 4), 0.25))
     with pytest.raises(FovealError, match=r"nn\.Module class"):
         register_map_module(len)  # type: ignore[arg-type]
+
+
+@pytest.mark.slow
+def test_swapped_timm_vit_compiles_to_timms_outputs_and_gradients():
+    theirs = small_vit("no-qkv-bias-layerscale").train()
+    ours = copy.deepcopy(theirs)
+    swap_attention(ours)
+    compiled = torch.compile(ours)
+    x = torch.randn(2, 3, 32, 32)
+    expected, out = theirs(x), compiled(x)
+    assert_close(out, expected, rtol=1e-4, atol=1e-5)
+    expected.sum().backward()
+    out.sum().backward()
+    assert_close(grads(ours), grads(theirs), rtol=1e-4, atol=1e-5)
