@@ -542,6 +542,15 @@ def test_sparsemax_jacobian_is_zero_off_the_support_at_ties(scores, weights):
     assert (z.grad == 0).all()
 
 
+def test_sparsemax_gradcheck_at_tied_integer_scores():
+    # Equal scores on the support and equal ones off it, no score on the threshold (2.5, 5/3 and 1/2 here):
+    # ties, yet the support stays put under a small change, so finite differences must agree.
+    logits = torch.tensor([[3.0, 3.0, 1.0, 1.0], [2.0, 2.0, 2.0, 0.0], [0.0, 0.0, -2.0, -2.0]], dtype=torch.float64)
+    assert torch.autograd.gradcheck(sparsemax, (logits.requires_grad_(True),))
+    for row in logits.detach():
+        assert_close(torch.autograd.functional.jacobian(sparsemax, row), _sparsemax_jacobian(sparsemax(row)))
+
+
 @pytest.mark.parametrize("masked", [False, True])
 def test_sparsemax_gradcheck_at_random_scores_and_its_jacobian_formula(masked):
     # Random scores almost surely have no ties, where the projection is smooth: its gradient must be the
