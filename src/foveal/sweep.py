@@ -164,10 +164,16 @@ def run_sweep(
     return path
 
 
+def _value(row: dict[str, Any], metric: str) -> Any:
+    """A row's ``metric``: one of its metrics, or one of the row's own numbers (``cpu_s``, ``wall_s``)."""
+    return row["metrics"].get(metric, row.get(metric) if metric in ("cpu_s", "wall_s") else None)
+
+
 def summarize(rows: Sequence[dict[str, Any]], metric: str, by: Sequence[str] | None = None) -> list[dict[str, Any]]:
     """Mean, spread (min-max) and seeds of ``metric`` per setting, in the order settings first appear.
 
-    A setting whose runs lack the metric (the ``none`` head has no map, so no mask mass) gets None.
+    A setting whose runs lack the metric (the ``none`` head has no map, so no mask mass) gets None. Besides
+    the metrics, a run's ``cpu_s`` and ``wall_s`` can be summarised.
     ``by`` names the settings that make a row of the table (default: every setting that varies).
 
     Example:
@@ -178,7 +184,7 @@ def summarize(rows: Sequence[dict[str, Any]], metric: str, by: Sequence[str] | N
     keys = list(by) if by is not None else sorted({k for r in rows for k in r["sets"]})
     if by is None and len(rows) > 1:
         keys = [k for k in keys if len({r["sets"].get(k) for r in rows}) > 1] or keys
-    if rows and not any(metric in row["metrics"] for row in rows):
+    if rows and all(_value(row, metric) is None for row in rows):
         raise FovealError(f"metric {metric!r} is not in the results; choose from: {', '.join(rows[0]['metrics'])}")
     groups: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
@@ -186,7 +192,7 @@ def summarize(rows: Sequence[dict[str, Any]], metric: str, by: Sequence[str] | N
         groups.setdefault(json.dumps(setting), []).append(row)
     table = []
     for key, group in groups.items():
-        values = [r["metrics"][metric] for r in group if metric in r["metrics"]]
+        values = [v for r in group if (v := _value(r, metric)) is not None]
         if values and len(values) < len(group):  # a model without the metric (no map) lacks it in every seed
             raise FovealError(f"metric {metric!r} is missing from some seeds of {key}")
         table.append(
