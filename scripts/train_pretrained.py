@@ -28,7 +28,13 @@ ENTRIES: dict[str, tuple[str, str, dict[str, str], dict[str, str]]] = {
     # The recipe's default model: one sharpened hop whose map sits inside the shape (docs/vqa.md).
     "easy-vqa": ("easy-vqa", "full", {}, {"train_limit": "64", "eval_limit": "300"}),
     "shapes-vqa": ("shapes-vqa", "quick", {"loop.steps": "3000"}, {"n_images": "16", "eval_images": "40"}),
-    "stn": ("stn", "quick", {}, {"data.n_train": "64", "data.n_test": "300"}),
+    # The ST-CNN of the STN paper's comparison on RTS (docs/stn.md); a sweep's seed-0 run ships with --from.
+    "stn": (
+        "stn",
+        "paper",
+        {"data.dataset": "fashion-mnist", "distortion": "RTS", "model.name": "stcnn"},
+        {"data.n_train": "64", "data.n_test": "300"},
+    ),
     "ram": ("ram", "quick", {"loop.steps": "6000"}, {"data.n_train": "64", "data.n_test": "300"}),
     "draw": ("draw", "quick", {}, {"train_limit": "64", "test_limit": "200", "iwae_images": "20", "iwae_k": "10"}),
     "ntm-copy": ("ntm-copy", "full", {}, {"n_eval": "100", "generalise_lengths": "40,120", "n_eval_long": "20"}),
