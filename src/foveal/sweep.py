@@ -281,8 +281,8 @@ def comparison_table(rows: Sequence[dict[str, Any]], metric: str, key: str, base
     """Two settings of ``key`` side by side for every other setting: their means over seeds and the difference.
 
     ``difference`` is ``new``'s mean minus ``base``'s; ``SE`` is the standard error of that difference over
-    the seeds, ``sqrt(s_base^2 / n_base + s_new^2 / n_new)`` with each side's sample variance over its seeds;
-    ``z`` their ratio. A setting that lacks either side is left out.
+    the seeds, ``sqrt(s_base^2 / n_base + s_new^2 / n_new)`` with each side's sample variance over its seeds
+    (none with one seed a side); ``z`` their ratio. A setting that lacks either side is left out.
 
     Example:
         >>> rows = [{"sets": {"m": m, "d": "R"}, "seed": s, "metrics": {"e": e}}
@@ -315,12 +315,23 @@ def comparison_table(rows: Sequence[dict[str, Any]], metric: str, key: str, base
             continue
         values = {side: [r["metrics"][metric] for r in sides[side]] for side in (base, new)}
         means = {side: statistics.fmean(v) for side, v in values.items()}
-        variance = sum(statistics.variance(v) / len(v) if len(v) > 1 else math.nan for v in values.values())
-        difference, se = means[new] - means[base], math.sqrt(variance)
-        z = f"{difference / se:.1f}" if se > 0 else "-"
+        difference = means[new] - means[base]
+        # one seed a side has no spread to measure: no standard error
+        se = (
+            math.sqrt(sum(statistics.variance(v) / len(v) for v in values.values()))
+            if min(map(len, values.values())) > 1
+            else None
+        )
+        z = f"{difference / se:.1f}" if se else "-"
         seeds = sorted(set.intersection(*({r["seed"] for r in sides[side]} for side in (base, new))))
         cells_ = [str(v) for v in json.loads(setting).values()]
-        cells_ += [f"{means[base]:.3f}", f"{means[new]:.3f}", f"{difference:.3f}", f"{se:.3f}", z]
+        cells_ += [
+            f"{means[base]:.3f}",
+            f"{means[new]:.3f}",
+            f"{difference:.3f}",
+            "-" if se is None else f"{se:.3f}",
+            z,
+        ]
         lines.append("| " + " | ".join([*cells_, ", ".join(map(str, seeds))]) + " |")
     return "\n".join(lines)
 
