@@ -6,7 +6,8 @@
 - ``stn-paper-curves.png``: test error against training steps (the rows' ``curve``), one panel per data set
   and distortion, CNN and ST-CNN, one thin line per seed; the last fifth of training is shaded.
 - ``stn-paper-boxes-DATASET.png``: for each distortion, six test images with the box the seed-0 ST-CNN's
-  transform selects (orange) and the object's outline (cyan), and under them what its CNN sees. The runs
+  transform selects (orange) and the object's outline (cyan; on a cluttered canvas the object's box, dashed),
+  and under them what its CNN sees. The runs
   are found under ``--runs`` by their saved config; a cell without one is left out and named.
 """
 
@@ -95,7 +96,11 @@ def draw_boxes(runs: Path, dataset: str, out: Path, count: int = 6) -> Path | No
             top, bottom = axes[2 * k, j], axes[2 * k + 1, j]
             picture = images[j, 0].numpy()
             top.imshow(picture, cmap="gray", vmin=0, vmax=1)
-            top.contour(picture > OBJECT_LEVEL, levels=[0.5], colors=OBJECT_COLOUR, linewidths=0.5)
+            if getattr(test, "boxes", None) is not None:  # a canvas knows where its garment is, among the clutter
+                x0, y0, x1, y1 = test.boxes[j].tolist()
+                top.plot([x0, x1, x1, x0, x0], [y0, y0, y1, y1, y0], color=OBJECT_COLOUR, linewidth=0.7, linestyle="--")
+            else:
+                top.contour(picture > OBJECT_LEVEL, levels=[0.5], colors=OBJECT_COLOUR, linewidths=0.5)
             box = boxes[j].numpy()
             top.plot(box[:, 0], box[:, 1], color="orange", linewidth=1.1)
             top.set_xlim(-2.5, W + 1.5)
@@ -109,7 +114,7 @@ def draw_boxes(runs: Path, dataset: str, out: Path, count: int = 6) -> Path | No
         ax.set_yticks([])
     fig.suptitle(
         f"ST-CNN (seed 0) on {dataset}: the box its transform selects (orange),\n"
-        "the object's outline (cyan), and what its CNN sees",
+        "the object's outline (cyan; dashed: its box on a cluttered canvas), and what its CNN sees",
         fontsize=8,
     )
     fig.tight_layout(rect=(0, 0, 1, 0.97))
