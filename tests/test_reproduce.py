@@ -45,7 +45,11 @@ CELLS = {
     # the spatial transformer network of the STN paper's comparison: the ST-CNN on MNIST RTS (test error, %,
     # on 1,000 test images: one standard error is about 0.5)
     "stn": Cell(
-        "stn-paper", "stn", "paper", {"data.dataset": "mnist", "distortion": "RTS", "model.name": "stcnn"}, {"error": 1.5}
+        "stn-paper",
+        "stn",
+        "paper",
+        {"data.dataset": "mnist", "distortion": "RTS", "model.name": "stcnn"},
+        {"error": 1.5},
     ),
     # DRAW in the paper's configuration, 300 steps (negative ELBO, nats)
     "draw": Cell(
