@@ -5,10 +5,10 @@
 
 - ``stn-paper-curves.png``: test error against training steps (the rows' ``curve``), one panel per data set
   and distortion, CNN and ST-CNN, one thin line per seed; the last fifth of training is shaded.
-- ``stn-paper-boxes-DATASET.png``: for each distortion, six test images with the box the seed-0 ST-CNN's
-  transform selects (orange) and the object's outline (cyan; on a cluttered canvas the object's box, dashed),
-  and under them what its CNN sees. The runs
-  are found under ``--runs`` by their saved config; a cell without one is left out and named.
+- ``stn-paper-boxes-DATASET.png``: for each distortion, six test images spread over the test set with the
+  box the seed-0 ST-CNN's transform selects (orange) and the object's outline (cyan; on a cluttered canvas
+  the object's box, dashed), and under them what its CNN sees. The runs are found under ``--runs`` by their
+  saved config; a cell without one is left out and named.
 """
 
 from __future__ import annotations
@@ -86,18 +86,20 @@ def draw_boxes(runs: Path, dataset: str, out: Path, count: int = 6) -> Path | No
     for k, (distortion, path) in enumerate(cells):
         run = load_run(path)
         model, test = run.task.model.eval(), run.task.evaluation_set()
-        images = test.images[:count].float() / 255.0
+        # spread over the test set: MNIST 5k's test split is ordered by digit
+        picks = torch.linspace(0, len(test) - 1, count).long()
+        images = test.images[picks].float() / 255.0
         with torch.no_grad():
             logits, theta, seen = model(images)
         H, W = images.shape[-2:]
         boxes = transform_box(theta, (H, W))
-        right = (logits.argmax(-1) == test.labels[:count]).tolist()
+        right = (logits.argmax(-1) == test.labels[picks]).tolist()
         for j in range(count):
             top, bottom = axes[2 * k, j], axes[2 * k + 1, j]
             picture = images[j, 0].numpy()
             top.imshow(picture, cmap="gray", vmin=0, vmax=1)
             if getattr(test, "boxes", None) is not None:  # a canvas knows where its garment is, among the clutter
-                x0, y0, x1, y1 = test.boxes[j].tolist()
+                x0, y0, x1, y1 = test.boxes[picks[j]].tolist()
                 top.plot([x0, x1, x1, x0, x0], [y0, y0, y1, y1, y0], color=OBJECT_COLOUR, linewidth=0.7, linestyle="--")
             else:
                 top.contour(picture > OBJECT_LEVEL, levels=[0.5], colors=OBJECT_COLOUR, linewidths=0.5)

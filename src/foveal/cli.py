@@ -93,7 +93,12 @@ def _parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("results", help="the table of a results file: mean and spread of a metric over seeds")
     r.add_argument("name", help="results/NAME.jsonl, or a path to a .jsonl file")
-    r.add_argument("--metric", required=True, help="the metric to tabulate, or several comma-separated: acc,mask_mass")
+    r.add_argument(
+        "--metric",
+        required=True,
+        help="the metric to tabulate, several comma-separated (acc,mask_mass), or two settings compared "
+        "(error:model.name=cnn/stcnn)",
+    )
 
     e = sub.add_parser("eval", help="evaluate a trained run: print JSON metrics, write RUN/eval.json")
     e.add_argument("run", help="a run directory")
@@ -233,13 +238,13 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def cmd_results(args: argparse.Namespace) -> int:
-    from foveal.sweep import RESULTS_DIR, markdown_table, read_results
+    from foveal.sweep import RESULTS_DIR, read_results, results_table
 
     path = Path(args.name) if args.name.endswith(".jsonl") else RESULTS_DIR / f"{args.name}.jsonl"
     rows = read_results(path)
     if not rows:
         raise FovealError(f"no results in {path}; make them with `foveal sweep`")
-    print(markdown_table(rows, args.metric))
+    print(results_table(rows, args.metric))
     return 0
 
 
