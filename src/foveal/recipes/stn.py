@@ -9,6 +9,9 @@ scaled (RTS, 42 x 42), projective (P), elastic (E) and cluttered (60 x 60) image
 transform selects, and what the CNN then sees.
 
     foveal train stn --preset quick --set distortion=RTS --set model.name=stcnn
+    foveal train stn --preset paper --set distortion=RTS --set model.name=stcnn   # the paper's comparison
+
+The ``paper`` preset is the STN paper's comparison at a CPU's budget (docs/stn.md has its table).
 """
 
 from __future__ import annotations
