@@ -9,6 +9,7 @@ import torch.nn.functional as F
 from torch.testing import assert_close
 
 from foveal import SpatialAttention
+from foveal.attention import masked_softmax
 from foveal.registry import ATTENTION
 
 
@@ -218,5 +219,5 @@ def test_the_default_temperature_changes_no_bit():
     attn = SpatialAttention(10, 6, 8)
     V, h_Q = _inputs()
     z = torch.tanh(attn.W_v(V) + attn.W_q(h_Q).unsqueeze(1))
-    alpha = torch.softmax(attn.w_a(z).squeeze(-1), dim=-1)
+    alpha = masked_softmax(attn.w_a(z).squeeze(-1))
     assert torch.equal(attn(V, h_Q).weights, alpha)

@@ -35,17 +35,21 @@ def masked_softmax(logits: Tensor, mask: Tensor | None = None) -> Tensor:
 
 
 def _masked_softmax(logits: Tensor, mask: Tensor | None) -> Tensor:
-    # A masked key is a score of -inf, which the softmax weighs exactly 0 by itself (where, not a
-    # product: a NaN there must reach neither the weights nor the gradient). A row with nothing left,
-    # every score -inf, would be 0 / 0 = NaN: it alone is raised to zeros for the softmax, and its
-    # weights are zeroed after, with finite gradients.
     if mask is not None:
-        logits = torch.where(mask, logits, -torch.inf)
-    if logits.shape[-1] == 0:  # no key to weigh (and no maximum to take)
+        # A finite fill keeps every softmax input finite (no inf - inf = NaN in all-masked rows); the product
+        # with the mask then zeroes masked entries, and with them whole all-masked rows. A row whose allowed
+        # scores are all -inf puts its weight on the fill, which the product zeroes too.
+        filled = logits.masked_fill(~mask, torch.finfo(logits.dtype).min)
+        return filled.softmax(dim=-1) * mask
+    # A row of -inf scores (a callable may rule every key out) has nothing to attend: shifted by 0 instead of
+    # its maximum, its exponentials are all 0, and the clamped sum gives zeros, not 0 / 0, with finite
+    # gradients. A NaN score makes the maximum NaN, and its row NaN. (Written out: the compiler's backward of
+    # torch.where around a softmax miscomputes strides under dynamic shapes.)
+    if logits.shape[-1] == 0:  # no key, and no maximum to take
         return logits.softmax(dim=-1)
-    has_key = logits.detach().amax(dim=-1, keepdim=True) != -torch.inf
-    floor = torch.where(has_key, -torch.inf, 0).to(logits.dtype)
-    return torch.maximum(logits, floor).softmax(dim=-1) * has_key
+    best = logits.detach().amax(dim=-1, keepdim=True)
+    exp = (logits - torch.where(best == -torch.inf, 0, best)).exp()
+    return exp / exp.sum(dim=-1, keepdim=True).clamp_min(torch.finfo(logits.dtype).tiny)
 
 
 def sparsemax(logits: Tensor, mask: Tensor | None = None) -> Tensor:
