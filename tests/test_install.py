@@ -74,7 +74,7 @@ def test_the_wheel_without_extras_runs_the_readme_and_loads_every_shipped_model(
     assert "numpy" not in installed and "matplotlib" not in installed and "foveal==" in installed
     for block in readme_python_blocks():
         if re.search(r"^import timm$", block, re.M):
-            continue  # swapping into a timm model needs the user's timm, not foveal's core (tests/attention/test_dropin.py)
+            continue  # it swaps into a timm model: the user's timm, not foveal's core (tests/attention/test_dropin.py)
         run(python, "-c", block)
     shipped = available()
     script = "import sys, foveal\nfor name in sys.argv[1:]:\n    print(name, type(foveal.pretrained(name)).__name__)"
