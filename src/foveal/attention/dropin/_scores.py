@@ -1,11 +1,14 @@
-"""What the drop-in forms share: timm's and torch's masks as :func:`~foveal.attention.attend`'s mask or score."""
+"""What the drop-in forms share: timm's and torch's masks as :func:`~foveal.attention.attend`'s mask or score,
+and reading the layer they replace."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from foveal.attention.core import ScoreFn
 from foveal.errors import FovealError
@@ -56,3 +59,27 @@ def combine(parts: list[Tensor], dtype: torch.dtype) -> tuple[Tensor | None, str
 def check_mask_dtype(name: str, mask: Tensor | None) -> None:
     if mask is not None and not (mask.dtype == torch.bool or mask.is_floating_point()):
         raise FovealError(f"{name}: expected a bool or floating-point mask, got {mask.dtype}")
+
+
+def layer_state(
+    kind: str,
+    layer: nn.Module | Mapping[str, Tensor],
+    heads: int | None,
+    refusal: Callable[[nn.Module], str | None],
+    options_of: Callable[[nn.Module], dict[str, Any]],
+) -> tuple[dict[str, Tensor], int, dict[str, Any]]:
+    """The weights, head count and options of the layer a drop-in replaces: read off the module itself, or
+    from its state dict with ``heads`` (which a state dict does not hold). ``refusal`` says why a module
+    cannot be taken (None: it can); ``options_of`` reads its dropout and layout."""
+    options: dict[str, Any] = {}
+    if isinstance(layer, nn.Module):
+        if reason := refusal(layer):
+            raise FovealError(f"{kind}: {reason}")
+        if heads is not None and heads != layer.num_heads:
+            raise FovealError(f"heads={heads}, but the layer has num_heads={layer.num_heads}")
+        heads, options, state = int(layer.num_heads), options_of(layer), dict(layer.state_dict())  # type: ignore[arg-type]
+    else:
+        state = dict(layer)
+    if heads is None:
+        raise FovealError("heads: a state dict does not say how many heads the layer has; pass heads=")
+    return state, heads, options

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import cast
+from typing import Any, cast
 
 import torch
 from torch import Tensor, nn
 
 from foveal.attention import maps
-from foveal.attention.dropin._scores import causal, check_mask_dtype, combine
+from foveal.attention.dropin._scores import causal, check_mask_dtype, combine, layer_state
 from foveal.attention.multihead import Attention
 from foveal.errors import FovealError
 
@@ -100,18 +100,8 @@ class TimmAttention(Attention):
             heads: the number of heads; needed with a state dict, which does not say it.
             options: ``attn_drop``, ``proj_drop``, ``device``.
         """
-        if isinstance(layer, nn.Module):
-            if reason := timm_refusal(layer):
-                raise FovealError(f"from_timm: {reason}")
-            if heads is not None and heads != layer.num_heads:
-                raise FovealError(f"heads={heads}, but the layer has num_heads={layer.num_heads}")
-            heads = int(layer.num_heads)  # type: ignore[arg-type]
-            options = {"attn_drop": layer.attn_drop.p, "proj_drop": layer.proj_drop.p, **options}  # type: ignore[union-attr]
-            state = dict(layer.state_dict())
-        else:
-            state = dict(layer)
-        if heads is None:
-            raise FovealError("heads: a state dict does not say how many heads the layer has; pass heads=")
+        state, heads, read = layer_state("from_timm", layer, heads, timm_refusal, _timm_options)
+        merged: dict[str, Any] = {**read, **options}
         extra = sorted(set(state) - TIMM_KEYS)
         if "qkv.weight" not in state or "proj.weight" not in state or extra:
             raise FovealError(
@@ -131,10 +121,14 @@ class TimmAttention(Attention):
             heads,
             qkv_bias="qkv.bias" in state,
             proj_bias="proj.bias" in state,
-            **{"dtype": weight.dtype, "device": weight.device, **options},
+            **{"dtype": weight.dtype, "device": weight.device, **merged},
         )
         module.load_state_dict(state, strict=True)
         return module
+
+
+def _timm_options(layer: nn.Module) -> dict[str, object]:
+    return {"attn_drop": layer.attn_drop.p, "proj_drop": layer.proj_drop.p}  # type: ignore[union-attr]
 
 
 def is_timm_attention(module: nn.Module) -> bool:

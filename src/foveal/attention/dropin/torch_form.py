@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import cast
+from typing import Any, cast
 
 import torch
 from torch import Tensor, nn
 
 from foveal.attention import maps
 from foveal.attention.core import AttentionOutput
-from foveal.attention.dropin._scores import causal, check_mask_dtype, combine
+from foveal.attention.dropin._scores import causal, check_mask_dtype, combine, layer_state
 from foveal.attention.multihead import Attention
 from foveal.errors import FovealError
 
@@ -244,18 +244,8 @@ class MultiheadAttention(Attention):
             heads: its ``num_heads``; needed with a state dict.
             options: ``dropout``, ``batch_first``, ``device``.
         """
-        if isinstance(layer, nn.Module):
-            if reason := multihead_refusal(layer):
-                raise FovealError(f"from_multihead: {reason}")
-            if heads is not None and heads != layer.num_heads:
-                raise FovealError(f"heads={heads}, but the layer has num_heads={layer.num_heads}")
-            heads = int(layer.num_heads)  # type: ignore[arg-type]
-            options = {"dropout": layer.dropout, "batch_first": layer.batch_first, **options}
-            state = dict(layer.state_dict())
-        else:
-            state = dict(layer)
-        if heads is None:
-            raise FovealError("heads: a state dict does not say how many heads the layer has; pass heads=")
+        state, heads, read = layer_state("from_multihead", layer, heads, multihead_refusal, _multihead_options)
+        merged: dict[str, Any] = {**read, **options}
         if "bias_k" in state or "bias_v" in state:
             raise FovealError("state_dict: add_bias_kv (bias_k, bias_v) has no counterpart in Attention")
         if "out_proj.weight" not in state:
@@ -269,7 +259,7 @@ class MultiheadAttention(Attention):
         kdim = dim if fused else state["k_proj_weight"].shape[1]
         vdim = dim if fused else state["v_proj_weight"].shape[1]
         factory = {"dtype": out_weight.dtype, "device": out_weight.device}
-        module = cls(dim, heads, bias=bias is not None, kdim=kdim, vdim=vdim, **{**factory, **options})
+        module = cls(dim, heads, bias=bias is not None, kdim=kdim, vdim=vdim, **{**factory, **merged})
         ours = {"proj.weight": out_weight}
         if "out_proj.bias" in state:
             ours["proj.bias"] = state["out_proj.bias"]
@@ -284,6 +274,10 @@ class MultiheadAttention(Attention):
                     ours[f"W_{name}.bias"] = bias[i * dim : (i + 1) * dim]
         module.load_state_dict(ours, strict=True)
         return module
+
+
+def _multihead_options(layer: nn.Module) -> dict[str, object]:
+    return {"dropout": layer.dropout, "batch_first": layer.batch_first}
 
 
 def multihead_refusal(layer: nn.Module) -> str | None:
