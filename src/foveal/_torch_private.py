@@ -1,16 +1,20 @@
-"""The torch internals foveal's compile support reaches into, in one place.
+"""The torch internals foveal reaches into, in one place.
 
 ``torch.compile``'s public API has no way to add a graph pass, read a mode's inductor options, find
-inductor's C++ compiler or count compiled graphs; these names do, and a torch upgrade may move them
-first. Only :mod:`foveal.compiling` imports this module. Importing it never fails: a torch that lacks
-one of the names makes :func:`require` raise, naming the torch version and the name, when a model is
-compiled (eager code does not need them).
+inductor's C++ compiler or count compiled graphs, and ``torch.export`` none to name a named-tuple
+output for its files; these names do, and a torch upgrade may move them first. :mod:`foveal.compiling`
+uses the compiler's; the modules' output classes use :func:`exportable_output`. The compiler's names
+are imported when a model is compiled, never before: inductor's import loads ``torch._dynamo``, which
+eager code does not need. A torch that lacks one of them makes :func:`require` raise, naming the
+torch version and the name.
 """
 
 from __future__ import annotations
 
+import functools
 from contextlib import AbstractContextManager, nullcontext
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, TypeVar
 
 import torch
 
@@ -20,26 +24,33 @@ TESTED = "2.5 to 2.13"
 """The torch versions foveal's compile support was tested with."""
 MINIMUM = (2, 5)
 
-try:
-    from torch._dynamo.utils import counters as _counters
-    from torch._guards import detect_fake_mode as _detect_fake_mode
-    from torch._inductor import list_mode_options as _list_mode_options
-    from torch._inductor.cpp_builder import get_cpp_compiler as _get_cpp_compiler
+
+@functools.cache
+def _compiler() -> SimpleNamespace:
+    """The compiler's private names, imported on the first call: inductor's import loads ``torch._dynamo``
+    (over a second), which loading and running a model never need. Raises ImportError where torch lacks one."""
+    from torch._dynamo.utils import counters
+    from torch._guards import detect_fake_mode
+    from torch._inductor import list_mode_options
+    from torch._inductor.cpp_builder import get_cpp_compiler
     from torch._inductor.custom_graph_pass import CustomGraphPass
-except ImportError as error:
-    MISSING: str | None = str(error)
 
-    class CustomGraphPass:  # type: ignore[no-redef]
-        """Stands in for inductor's base class so that foveal imports; :func:`require` refuses to compile."""
+    return SimpleNamespace(
+        counters=counters,
+        detect_fake_mode=detect_fake_mode,
+        list_mode_options=list_mode_options,
+        get_cpp_compiler=get_cpp_compiler,
+        CustomGraphPass=CustomGraphPass,
+    )
 
-        def __call__(self, graph: torch.fx.Graph) -> None:
-            raise NotImplementedError
 
-        def uuid(self) -> Any:
-            raise NotImplementedError
-
-else:
-    MISSING = None
+def missing() -> str | None:
+    """What this torch lacks of the compiler's names (the import's error), or None; imports the compiler."""
+    try:
+        _compiler()
+    except ImportError as error:
+        return str(error)
+    return None
 
 
 def torch_version() -> tuple[int, int]:
@@ -54,8 +65,9 @@ def require() -> None:
     Example:
         >>> require()  # the installed torch has them
     """
-    if torch_version() < MINIMUM or MISSING is not None:
-        lacking = f" ({MISSING})" if MISSING else ""
+    absent = missing()
+    if torch_version() < MINIMUM or absent is not None:
+        lacking = f" ({absent})" if absent else ""
         raise FovealError(
             f"loop.compile uses torch internals that torch {torch.__version__} lacks{lacking}; foveal was tested "
             f"with torch {TESTED}: install one of those, or set loop.compile=false"
@@ -64,20 +76,45 @@ def require() -> None:
 
 def mode_options(mode: str) -> dict[str, Any]:
     """The inductor options of ``torch.compile``'s ``mode`` (torch.compile takes a mode or options, not both)."""
-    return dict(_list_mode_options(mode))
+    return dict(_compiler().list_mode_options(mode))
 
 
 def fake_mode(values: Any) -> AbstractContextManager[Any]:
     """The fake-tensor mode of ``values`` (inside an inductor pass), to compute a new node's fake value in."""
-    mode = _detect_fake_mode(values)
+    mode = _compiler().detect_fake_mode(values)
     return nullcontext() if mode is None else mode
 
 
 def check_cpp_compiler() -> None:
     """Find inductor's C++ compiler, raising what inductor raises when there is none."""
-    _get_cpp_compiler()
+    _compiler().get_cpp_compiler()
 
 
 def graphs_compiled() -> int:
     """Graphs compiled in this process so far (forward and backward)."""
-    return int(_counters["stats"]["unique_graphs"]) + int(_counters["aot_autograd"]["total"])
+    counters = _compiler().counters
+    return int(counters["stats"]["unique_graphs"]) + int(counters["aot_autograd"]["total"])
+
+
+def register_graph_pass(cls: type) -> None:
+    """Make ``cls`` (a ``__call__(graph)`` and a ``uuid()``) one of inductor's custom graph passes, which
+    inductor requires of a pass before it caches the graphs it ran on. A virtual subclass, registered when a
+    model is compiled, so that defining a pass imports no compiler.
+    """
+    _compiler().CustomGraphPass.register(cls)
+
+
+T = TypeVar("T", bound=type)
+
+
+def exportable_output(cls: T) -> T:
+    """Register a NamedTuple output class with torch's pytree under a stable name, so that
+    ``torch.export.save`` can write a program that returns it (and ``torch.export.load`` read it back).
+
+    torch has no public way to do this for a named tuple (``torch.export.register_dataclass`` takes
+    dataclasses only). A class decorator; the serialised name is the class's import path.
+    """
+    from torch.utils import _pytree
+
+    _pytree._register_namedtuple(cls, serialized_type_name=f"{cls.__module__}.{cls.__qualname__}")
+    return cls

@@ -25,6 +25,7 @@ import torch
 from torch import Tensor, nn
 
 from foveal._checks import check_int, check_ints, check_module_dtype, check_shape
+from foveal._torch_private import exportable_output
 from foveal.attention.core import Additive
 from foveal.attention.maps import register_map_module
 from foveal.attention.normalizers import masked_softmax
@@ -32,6 +33,7 @@ from foveal.errors import FovealError
 from foveal.registry import ATTENTION
 
 
+@exportable_output
 class ChannelAttentionOutput(NamedTuple):
     """``output`` (B, N, C): the regions with every channel rescaled; ``weights`` (B, C): beta."""
 
@@ -94,6 +96,7 @@ class ChannelAttention(nn.Module):
         return V, torch.randn(batch, self.W_hc.in_features, generator=generator)
 
 
+@exportable_output
 class CrossLayerOutput(NamedTuple):
     """``output`` (B, dim); ``weights`` (B, L): one per layer; ``region_weights``: per layer (B, N_l)."""
 

@@ -27,6 +27,7 @@ import torch
 from torch import Tensor, nn
 
 from foveal._checks import check_ints, check_module_dtype, check_shape
+from foveal._torch_private import exportable_output
 from foveal.attention._masks import check_flags, check_mask, drop_padding
 from foveal.attention.core import Bilinear
 from foveal.attention.maps import register_map_module
@@ -36,6 +37,7 @@ from foveal.errors import FovealError
 from foveal.registry import ATTENTION
 
 
+@exportable_output
 class CoAttentionOutput(NamedTuple):
     """What every co-attention module returns. Maps always have a step axis (hops, or Lu's steps).
 

@@ -16,6 +16,7 @@ import torch
 from torch import Tensor, nn
 
 from foveal._checks import check_ints, check_module_dtype, check_shape
+from foveal._torch_private import exportable_output
 from foveal.attention import maps
 from foveal.attention._masks import check_mask, drop_padding
 from foveal.attention.core import attend
@@ -24,6 +25,7 @@ from foveal.errors import FovealError
 from foveal.registry import ATTENTION
 
 
+@exportable_output
 class ContextOutput(NamedTuple):
     """``output`` (B, N, C): the contextualised regions; ``weights`` (B, N, N) for self-attention, else None."""
 

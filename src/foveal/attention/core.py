@@ -45,6 +45,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from foveal._checks import check_floating, check_ints, check_module_dtype, check_number, check_shape, work_dtype
+from foveal._torch_private import exportable_output
 from foveal.attention._kernels import _count_linear, _drop_unreachable, _fused, _unit
 from foveal.attention._masks import check_broadcast, check_mask
 from foveal.attention.normalizers import _count_normalized, _masked_softmax, sparsemax
@@ -57,6 +58,7 @@ NORMALIZERS = ("softmax", "count", "sparsemax")
 _fused_enabled = True
 
 
+@exportable_output
 class AttentionOutput(NamedTuple):
     """What every attention module returns: unpacks like seed 000's ``(v_hat, alpha)``."""
 

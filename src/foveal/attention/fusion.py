@@ -20,6 +20,7 @@ import torch
 from torch import Tensor, nn
 
 from foveal._checks import check_ints, check_module_dtype, check_number, check_shape
+from foveal._torch_private import exportable_output
 from foveal.attention._masks import check_mask, drop_padding
 from foveal.attention.maps import register_map_module
 from foveal.attention.multihead import Attention
@@ -27,6 +28,7 @@ from foveal.errors import FovealError
 from foveal.registry import ATTENTION
 
 
+@exportable_output
 class FusionOutput(NamedTuple):
     """The fused regions (``output``) and words (``question``), and the four attention maps of the block.
 

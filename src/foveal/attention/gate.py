@@ -19,9 +19,11 @@ import torch
 from torch import Tensor
 
 from foveal._checks import check_floating, check_shape, check_tensor
+from foveal._torch_private import exportable_output
 from foveal.errors import FovealError
 
 
+@exportable_output
 class GateOutput(NamedTuple):
     """``(output, weights, kept)``; unpacks like ``(g, a, kept)``.
 

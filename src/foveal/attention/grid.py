@@ -21,6 +21,7 @@ import torch
 from torch import Tensor, nn
 
 from foveal._checks import check_int, check_ints, check_module_dtype, check_shape, check_tensor
+from foveal._torch_private import exportable_output
 from foveal.attention.core import Concatenation, ScoreFn
 from foveal.attention.maps import register_map_module
 from foveal.attention.multihead import Attention
@@ -64,6 +65,7 @@ def unflatten_grid(x: Tensor, spatial: Sequence[int]) -> Tensor:
     return x.transpose(1, 2).unflatten(2, spatial)
 
 
+@exportable_output
 class MapAttentionOutput(NamedTuple):
     """``(output map, weights)``."""
 

@@ -1,4 +1,4 @@
-"""Attention maps from a whole model, by module name, whatever kernel runs; and attention rollout.
+"""Where a model looked, by module name, whatever kernel runs; and attention rollout.
 
 Every foveal attention module returns its maps when asked (``need_weights=True``) and otherwise runs
 the fused kernel, which never builds them. :func:`record_maps` asks for all of them at once: while it
@@ -9,6 +9,12 @@ would have run) and the recorder keeps them under the module's name in the model
         logits = vit(images)
     maps["blocks.0.attn"]             # (B, heads, N, N)
     attention_rollout([maps[f"blocks.{i}.attn"] for i in range(12)])
+
+The glimpse and memory families are recorded the same way, by what says where they looked: a
+spatial transformer's ``theta`` and sampling ``grid``, a Gaussian read or write head's ``window``,
+a recurrent attention model's glimpse ``locations`` and ``extents``, a Neural Turing Machine's
+``read_weights`` and ``write_weights``, DRAW's ``read_boxes`` and ``write_boxes``
+(:data:`MAP_FIELDS`).
 
 :func:`attention_rollout` is Abnar and Zuidema's (2020) estimate of how much each output token
 draws on each input token through a stack of residual attention layers.
@@ -27,9 +33,33 @@ from torch import Tensor, nn
 from foveal._checks import check_choice, check_number
 from foveal.errors import FovealError
 
-MAP_FIELDS = ("weights", "word_weights", "region_weights", "affinity", "image_to_words", "image_self", "question_self")
-"""The fields of the attention modules' outputs that hold maps; ``weights`` is recorded under the
-module's own name, any other field under ``name.field``."""
+MAP_FIELDS = (
+    # attention: (B, [heads,] queries, keys) weights and the co-attention family's maps
+    "weights",
+    "word_weights",
+    "region_weights",
+    "affinity",
+    "image_to_words",
+    "image_self",
+    "question_self",
+    # glimpses: a spatial transformer's (B, 2, 3) or (B, 3, 3) theta and (B, h, w, 2) sampling grid in
+    # normalised (x, y) coordinates; a Gaussian head's window (g_X, g_Y, delta, sigma2, gamma), pixels
+    "theta",
+    "grid",
+    "window",
+    # a recurrent attention model's (B, T, 2) normalised (x, y) glimpse centres and (B, T) glimpse sides in pixels
+    "locations",
+    "extents",
+    # a Neural Turing Machine's (B, T, heads, rows) read and write weightings
+    "read_weights",
+    "write_weights",
+    # DRAW's (T, B, 4) read and write boxes, (x0, y0, x1, y1) in 0-based pixels
+    "read_boxes",
+    "write_boxes",
+)
+"""The fields of a recorded module's output that say where it looked; ``weights`` is recorded under
+the module's own name, any other field under ``name.field`` (a named tuple's fields under
+``name.field.part``)."""
 
 HEAD_FUSIONS = ("mean", "max", "min")
 
@@ -126,8 +156,9 @@ class RecordedMaps(dict):
             if isinstance(value, Tensor):
                 self._add(key, value)
             elif isinstance(value, tuple) and all(isinstance(v, Tensor) for v in value):
-                for i, v in enumerate(value):
-                    self._add(f"{key}.{i}", v)
+                parts = getattr(value, "_fields", range(len(value)))  # a named tuple's parts by name
+                for part, v in zip(parts, value, strict=True):
+                    self._add(f"{key}.{part}", v)
 
 
 def wants_maps(module: nn.Module) -> bool:
@@ -137,14 +168,16 @@ def wants_maps(module: nn.Module) -> bool:
 
 @contextmanager
 def record_maps(model: nn.Module, *, detach: bool = True) -> Iterator[RecordedMaps]:
-    """Record the attention maps of every foveal attention module in ``model``, by module name.
+    """Record where every foveal attention, glimpse and memory module in ``model`` looked, by module name.
 
-    A foveal attention module is one of a type given to :func:`register_map_module` (every one foveal
-    ships, a subclass of one, and a user's own registered type).
+    The modules recorded are those of a type given to :func:`register_map_module`: every attention
+    module foveal ships, its spatial transformer and Gaussian read and write heads, and its whole
+    models that attend (RAM, the NTM, DRAW), their subclasses, and a user's own registered types.
+    What each records is its output's :data:`MAP_FIELDS`.
 
     While the context is on, each of them computes its maps whatever was asked of it (so the fused
-    kernel gives way to the path that builds them; outputs are unchanged) and returns them. Outside
-    it, nothing is recorded and the modules run as before.
+    kernel gives way to the path that builds them, and an NTM or DRAW keeps every step; outputs are
+    unchanged) and returns them. Outside it, nothing is recorded and the modules run as before.
 
     Args:
         model: any module; the foveal attention modules in it (itself included) are recorded.

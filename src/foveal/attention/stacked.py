@@ -29,6 +29,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from foveal._checks import check_ints, check_module_dtype, check_shape
+from foveal._torch_private import exportable_output
 from foveal.attention._masks import check_flags
 from foveal.attention.coords import grid_coords
 from foveal.attention.maps import register_map_module
@@ -37,6 +38,7 @@ from foveal.errors import FovealError
 from foveal.registry import ATTENTION
 
 
+@exportable_output
 class StackedOutput(NamedTuple):
     """``(output, weights)``: the last hop's ``phi`` and one attention map per hop."""
 

@@ -31,6 +31,7 @@ from foveal._checks import (
     check_tensor,
     work_dtype,
 )
+from foveal._torch_private import exportable_output
 from foveal.errors import FovealError
 from foveal.glimpse._images import check_image
 from foveal.glimpse.separable import (
@@ -179,6 +180,7 @@ def _check_glimpse_options(truncate: object, support: object, eps: object) -> No
     check_number("eps", eps, bound=">= 0")
 
 
+@exportable_output
 class DrawWindow(NamedTuple):
     """DRAW's attention window in pixels (seed 004), from the five unconstrained parameters.
 
@@ -193,6 +195,7 @@ class DrawWindow(NamedTuple):
     gamma: Tensor
 
 
+@exportable_output
 class Filterbank(NamedTuple):
     """DRAW's filterbank matrices: ``F_X`` is ``(B, N, W)``, ``F_Y`` is ``(B, N, H)``, with the window."""
 
@@ -201,6 +204,7 @@ class Filterbank(NamedTuple):
     window: DrawWindow
 
 
+@exportable_output
 class ReadOutput(NamedTuple):
     """What :func:`gaussian_read` returns: the glimpse and the window it was read through."""
 
@@ -208,6 +212,7 @@ class ReadOutput(NamedTuple):
     window: DrawWindow
 
 
+@exportable_output
 class WriteOutput(NamedTuple):
     """What :func:`gaussian_write` returns: the canvas update and the window it was written through."""
 

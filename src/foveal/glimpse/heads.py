@@ -9,11 +9,13 @@ from __future__ import annotations
 from torch import Tensor, nn
 
 from foveal._checks import check_choice, check_hw, check_int, check_module_dtype, check_shape, check_tensor
+from foveal.attention.maps import register_map_module
 from foveal.glimpse._images import check_image
 from foveal.glimpse.gaussian import ReadOutput, WriteOutput, gaussian_read, gaussian_write
 from foveal.glimpse.separable import Truncate
 
 
+@register_map_module
 class GaussianRead(nn.Module):
     """DRAW's attentive read: a linear layer turns a state into the five parameters, then :func:`gaussian_read`.
 
@@ -57,6 +59,7 @@ class GaussianRead(nn.Module):
         return gaussian_read(images, self.params(h), self.N, error_images, truncate=self.truncate)
 
 
+@register_map_module
 class GaussianWrite(nn.Module):
     """DRAW's attentive write: ``w_t = W(h)`` and the five parameters from ``h``, then :func:`gaussian_write`.
 

@@ -15,11 +15,13 @@ import torch
 from torch import Tensor
 
 from foveal._checks import check_floating, check_hw, check_shape, check_tensor, work_dtype
+from foveal._torch_private import exportable_output
 from foveal.glimpse._images import check_image
 from foveal.glimpse.gaussian import SIGMA_MIN
 from foveal.glimpse.separable import Z_MAX
 
 
+@exportable_output
 class GaussianAttentionOutput(NamedTuple):
     """What :func:`gaussian_attention` returns; unpacks like the seed's ``(g, a)``.
 

@@ -21,6 +21,8 @@ from foveal._checks import (
     check_shape,
     check_tensor,
 )
+from foveal._torch_private import exportable_output
+from foveal.attention.maps import register_map_module
 from foveal.errors import FovealError
 from foveal.glimpse._images import check_fill_number, check_image
 from foveal.glimpse.gaussian import gaussian_glimpse
@@ -38,6 +40,7 @@ IDENTITY: dict[str, tuple[float, ...]] = {
 """Each transform's parameters, in order, at the identity."""
 
 
+@exportable_output
 class TransformerOutput(NamedTuple):
     """What :class:`SpatialTransformer` returns: the warped maps, the matrix and the sampling grid."""
 
@@ -228,6 +231,7 @@ def stn_glimpse(
     return warp(images, theta, size, align_corners=align_corners, padding=padding, fill=fill, fast=fast).output
 
 
+@register_map_module
 class SpatialTransformer(nn.Module):
     """A spatial transformer (Jaderberg et al. 2015, seed 004): localisation net, grid generator, sampler.
 

@@ -22,14 +22,10 @@ The loss is the negative evidence lower bound in nats, per image::
 
 (the ``- 1`` is per latent dimension and per step, not ``-T/2`` once).
 
-Speed: the step does four dense matmuls and the two filterbank products. Each LSTM's gates are one
-product of its inputs and its last state side by side, ``[r_t, h_dec_{t-1}, h_enc_{t-1}]`` for the
-encoder and ``[z_t, h_dec_{t-1}]`` for the decoder, with its input and recurrent weights stacked once
-per forward; ``h_enc_t`` gives ``(mu_t, log sigma_t)`` in one product, and ``h_dec_t`` the write patch
-and both heads' parameters in one. (Stacking instead every weight that multiplies the same state, which
-leaves an 8-wide product for the read, made the compiled step slower: docs/studies/draw-compile-speed.md.)
-The filterbanks are built for the whole batch at once and ``x`` and ``x_hat`` share one pair of batched
-matmuls; all noise is drawn before the loop. Without attention, ``W x`` is computed once, not ``T`` times.
+Speed: each LSTM's gates are one product of its inputs and last state side by side, its weights
+stacked once per forward; the filterbanks are built for the whole batch, ``x`` and ``x_hat`` share
+one pair of batched products, and all noise is drawn before the loop (docs/draw.md, "The step is fused";
+docs/studies/draw-compile-speed.md).
 """
 
 from __future__ import annotations
@@ -43,7 +39,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from foveal._checks import check_hw, check_ints, check_shape, tracing
+from foveal._checks import check_floating, check_hw, check_ints, check_shape, tracing
+from foveal._torch_private import exportable_output
+from foveal.attention.maps import register_map_module, report, wants_maps
 from foveal.compiling import CompilePlan
 from foveal.errors import FovealError
 from foveal.glimpse.gaussian import draw_window, gaussian_read, gaussian_write
@@ -52,10 +50,8 @@ from foveal.specs import resolve_spec
 
 LOG_LIMIT = 10.0
 """Guard: the encoder's ``log sigma`` is clamped to ``[-LOG_LIMIT, LOG_LIMIT]`` so ``sigma^2`` can
-neither overflow nor reach zero (``e^20 ~ 5e8``). Inside the range the equations hold exactly;
-outside it the value stops (zero gradient), which training never needs to reach. The heads'
-``sigma^2, delta, gamma`` and the filterbank normaliser are guarded in
-:mod:`foveal.glimpse.gaussian` (clamped logs, a variance floor, ``eps`` in the row sums)."""
+neither overflow nor reach zero; inside the range the equations hold exactly. The heads are guarded
+in :mod:`foveal.glimpse.gaussian` (clamped logs, a variance floor, ``eps`` in the row sums)."""
 
 
 def guard(value: Tensor, limit: float = LOG_LIMIT) -> Tensor:
@@ -99,6 +95,7 @@ class DRAWWeights(NamedTuple):
     out_bias: Tensor
 
 
+@exportable_output
 class DRAWOutput(NamedTuple):
     """What :meth:`DRAW.forward` returns; the per-step fields are None unless ``return_steps``.
 
@@ -123,6 +120,15 @@ class DRAWOutput(NamedTuple):
     z: Tensor | None = None
 
 
+class DRAWBoxes(NamedTuple):
+    """Where DRAW read and wrote at each step (:func:`~foveal.attention.record_maps` records them):
+    ``(T, B, 4)`` boxes ``(x0, y0, x1, y1)`` in 0-based pixels (:meth:`DRAW.box`); a generation reads none."""
+
+    read_boxes: Tensor | None
+    write_boxes: Tensor
+
+
+@exportable_output
 class Generation(NamedTuple):
     """What :meth:`DRAW.generate` returns.
 
@@ -136,6 +142,7 @@ class Generation(NamedTuple):
 
 
 @MODELS.register("draw")
+@register_map_module
 class DRAW(nn.Module):
     """DRAW with or without attention (see the module docstring for the equations).
 
@@ -213,14 +220,10 @@ class DRAW(nn.Module):
             self._init_heads()
 
     def _init_heads(self) -> None:
-        # Both heads start centred with delta~ = 1 (the grid spans the image), small weights, and
-        # sigma = stride / 2, so the filters tile the image (sigma^2 = 1 would sample N^2 isolated
-        # pixels), so early steps see the whole image rather than a random corner. The read starts
-        # at gamma = 1 (each glimpse value is a weighted mean of pixels: unit gain). Normalised
-        # filters spread a write patch value over ~stride^2 pixels, so the write starts at
-        # 1 / gamma = stride^2: a unit patch value adds about one unit of logit where it lands.
-        # (Adam moves a bias by about lr per step: from log gamma = 0 the writer would need
-        # thousands of steps to reach that gain on its own.)
+        # Both heads start centred with delta~ = 1 and sigma = stride / 2, so the filters tile the image
+        # and early steps see all of it; the read at unit gain, the write at 1 / gamma = stride^2 so a unit
+        # patch value adds about one logit where it lands (Adam would take thousands of steps to get
+        # there from log gamma = 0). Why: docs/studies/draw-initialisation.md.
         H, W = self.image_size
         for head, N in ((self.read_head, self.read_size), (self.write_head, self.write_size)):
             stride = (max(H, W) - 1) / max(N - 1, 1)
@@ -358,8 +361,7 @@ class DRAW(nn.Module):
             noise: the standard-normal ``eps`` of every step (drawn if None), ``z_t = mu + sigma eps_t``.
             generator: the random source for ``noise`` when it is drawn.
             return_steps: also return every canvas, head parameters and latent.
-            check_binary: verify that ``x`` is 0/1. The check reads every pixel's value, so it is
-                skipped while ``torch.compile`` or ``torch.export`` traces the forward.
+            check_binary: verify that ``x`` is 0/1 (skipped while ``torch.compile`` or ``torch.export`` traces).
 
         Shape:
             - x: ``(B, C, H, W)``
@@ -367,6 +369,7 @@ class DRAW(nn.Module):
         """
         H, W = self.image_size
         sizes = check_shape("x", x, ("B", self.channels, H, W))
+        check_floating(x=x)
         B = sizes["B"]
         # A traced graph has no pixel values to branch on: the check would break it.
         if check_binary and not tracing() and ((x != 0) & (x != 1)).any():
@@ -388,21 +391,19 @@ class DRAW(nn.Module):
         # the same numbers in a handful of vectorised ops instead of a dozen per step.
         stats, zs = [], []
         steps: dict[str, list[Tensor]] = {"canvases": [], "read": [], "write": []}
-        # Runs of steps_per_call steps in one call; the steps left over (and every step when the steps are
-        # recorded) one at a time.
-        per_call = 1 if return_steps else self.steps_per_call
+        # Runs of steps_per_call steps per call; the steps left over, and every step when kept, one by one.
+        recording = self.attention and wants_maps(self)  # a recording reads the boxes of every step
+        keep_steps = return_steps or recording
+        per_call = 1 if keep_steps else self.steps_per_call
         runs = (self.steps - 1) // per_call if per_call > 1 else 0
         for t in range(self.steps - runs * per_call):
             read_p = state.read_p
-            # The first step runs eagerly: its start state (broadcast) would otherwise need a graph of its
-            # own when the step is compiled.
-            if t == 0:
-                state, stat, z, write_p = self._step(x, noise[t], state, weights)
-            else:
-                state, stat, z, write_p = self.step(x, noise[t], state, weights)
+            # The first step runs eagerly: compiled, its broadcast start state would need a graph of its own.
+            step = self._step if t == 0 else self.step
+            state, stat, z, write_p = step(x, noise[t], state, weights)
             stats.append(stat[None])
             zs.append(z[None])
-            if return_steps:
+            if keep_steps:
                 steps["canvases"].append(state.canvas)
                 if read_p is not None and write_p is not None:  # with attention
                     steps["read"].append(read_p)
@@ -421,9 +422,12 @@ class DRAW(nn.Module):
         log_q_over_p = (0.5 * (z.square() - noise.square()) - log_sigma).sum((0, 2))
         nll = F.binary_cross_entropy_with_logits(canvas, x, reduction="none").flatten(1).sum(1)
         log_weight = -nll - log_q_over_p
+        stack = lambda key: torch.stack(steps[key]) if steps[key] else None  # noqa: E731
+        if recording:
+            read_p, write_p = torch.stack(steps["read"]), torch.stack(steps["write"])
+            report(self, DRAWBoxes(self.box(read_p, self.read_size), self.box(write_p, self.write_size)))
         if not return_steps:
             return DRAWOutput(canvas, nll, kl, log_weight)
-        stack = lambda key: torch.stack(steps[key]) if steps[key] else None  # noqa: E731
         return DRAWOutput(canvas, nll, kl, log_weight, stack("canvases"), stack("read"), stack("write"), z)
 
     @torch.no_grad()
@@ -454,7 +458,10 @@ class DRAW(nn.Module):
             canvases.append(canvas)
             if write_p is not None:
                 write_params.append(write_p)
-        return Generation(torch.stack(canvases), torch.stack(write_params) if write_params else None)
+        written = torch.stack(write_params) if write_params else None
+        if written is not None:
+            report(self, DRAWBoxes(None, self.box(written, self.write_size)))
+        return Generation(torch.stack(canvases), written)
 
     def box(self, params: Tensor, N: int) -> Tensor:
         """The image region a head covers: ``(x0, y0, x1, y1)`` in 0-based pixel coordinates.

@@ -26,6 +26,8 @@ import torch
 from torch import Tensor, nn
 
 from foveal._checks import check_choice, check_int, check_ints, check_number, check_shape
+from foveal._torch_private import exportable_output
+from foveal.attention.maps import register_map_module, wants_maps
 from foveal.compiling import CompilePlan
 from foveal.errors import FovealError
 from foveal.memory import MemoryInit, address, head_param_size, read, shift_offsets, split_head_params, write
@@ -38,6 +40,7 @@ OUTPUT_FROM = ("both", "reads")
 ShiftFunction = Callable[[Tensor, Tensor], Tensor]  # (w, shift) -> the circular shift of w
 
 
+@exportable_output
 class NTMOutput(NamedTuple):
     """What :class:`NTM` returns; the last three are None unless ``record=True``."""
 
@@ -111,6 +114,7 @@ def circular_shift_by_rolls(w: Tensor, shift: Tensor) -> Tensor:
 
 
 @MODELS.register("ntm")
+@register_map_module
 class NTM(nn.Module):
     """A Neural Turing Machine with an LSTM or feed-forward controller and batched heads.
 
@@ -303,6 +307,7 @@ class NTM(nn.Module):
         length = x.shape[1]
         if length == 0:
             raise FovealError(f"x: expected at least one time step, got shape {tuple(x.shape)}")
+        record = record or wants_maps(self)  # a recording reads the weightings of every step
         state = self.initial_state(x.shape[0], x.dtype)
         # Time-major and contiguous: every step's input has the same strides whatever the length.
         x = x.transpose(0, 1).contiguous()

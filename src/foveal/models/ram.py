@@ -41,7 +41,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from foveal._checks import check_choice, check_ints, check_number, check_shape, work_dtype
+from foveal._checks import check_choice, check_floating, check_ints, check_number, check_shape, work_dtype
+from foveal._torch_private import exportable_output
+from foveal.attention.maps import register_map_module
 from foveal.errors import FovealError
 from foveal.glimpse import crop, gaussian_read
 from foveal.models.stn_classifier import CNN, GlimpseCNN
@@ -79,6 +81,7 @@ class RAMOrBaselineSpec(RAMSpec):
     name: Literal["ram", "glimpse-cnn", "cnn"] = "ram"
 
 
+@exportable_output
 class RAMOutput(NamedTuple):
     """What :class:`RAM` returns.
 
@@ -133,6 +136,7 @@ def glimpse_sensor(images: Tensor, locations: Tensor, size: int, scales: int) ->
 
 
 @MODELS.register("ram")
+@register_map_module
 class RAM(nn.Module):
     """The Recurrent Attention Model; ``read="hard"`` (REINFORCE) or ``"gaussian"`` (backprop only).
 
@@ -221,6 +225,7 @@ class RAM(nn.Module):
 
     def forward(self, images: Tensor, *, generator: torch.Generator | None = None) -> RAMOutput:
         check_shape("images", images, (None, self.in_channels, self.in_size, self.in_size))
+        check_floating(images=images)
         B = images.shape[0]
         state = self._state(B, images)
         sample = self.read == "hard" and self.training

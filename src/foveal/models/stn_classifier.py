@@ -31,6 +31,7 @@ import torch
 from torch import Tensor, nn
 
 from foveal._checks import check_choice, check_int, check_ints, check_number, check_shape
+from foveal._torch_private import exportable_output
 from foveal.errors import FovealError
 from foveal.glimpse.transformer import IDENTITY, Read, SpatialTransformer, Transform
 from foveal.models.pooling import MaxPool2d
@@ -52,6 +53,7 @@ __all__ = [
 ]
 
 
+@exportable_output
 class ClassifierOutput(NamedTuple):
     """What every classifier here returns.
 

@@ -9,7 +9,8 @@ from typing import Any, Literal, NamedTuple
 import torch
 from torch import Tensor, nn
 
-from foveal._checks import check_index, check_ints, check_shape
+from foveal._checks import check_floating, check_index, check_ints, check_shape
+from foveal._torch_private import exportable_output
 from foveal.attention import Additive, box_weights
 from foveal.attention.coords import add_coords
 from foveal.attention.grid import flatten_grid
@@ -64,6 +65,7 @@ class VQASpec:
     point_by_attention: bool = False
 
 
+@exportable_output
 class VQAOutput(NamedTuple):
     """The answer logits and every map the head computed.
 
@@ -216,9 +218,10 @@ class VQA(nn.Module):
     def answer(self, image: Any, question: str, boxes: Tensor | None = None) -> Answer:
         """The answer to ``question`` (words) about ``image``, and where each hop looked.
 
-        ``image`` is a ``(3, H, W)`` float tensor in [0, 1] (resized to the model's size if it is
-        another) or a PIL image. The question is split into words and looked up in the model's
-        vocabulary (``labels["vocab"]``, which :func:`foveal.pretrained` loads with the model). With
+        ``image`` is one picture as :func:`foveal.transform_for` takes it: a PIL image, a uint8 tensor in
+        0-255 or a float one in [0, 1], ``(3, H, W)`` or channels last, resized to the model's size. The
+        question is split into words and looked up in the model's vocabulary (``labels["vocab"]``, which
+        :func:`foveal.pretrained` loads with the model). With
         ``boxes`` (``(K, 4)`` candidate boxes in pixels, a pointing model), the answer is the box chosen.
 
         Returns:
@@ -245,6 +248,7 @@ class VQA(nn.Module):
         image_index: Tensor | None = None,
         boxes: Tensor | None = None,
     ) -> VQAOutput:
+        check_floating(image=image)
         if image_index is not None:
             check_shape("image_index", image_index, (question.shape[0],))
             check_index("image_index", image_index, 0, image.shape[0] - 1)

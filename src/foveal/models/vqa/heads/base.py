@@ -8,6 +8,7 @@ from typing import Any, ClassVar, NamedTuple, TypeVar
 
 from torch import Tensor, nn
 
+from foveal._torch_private import exportable_output
 from foveal.registry import Registry
 from foveal.specs import resolve_options
 
@@ -31,6 +32,7 @@ class HeadInputs(NamedTuple):
 NO_INPUTS = HeadInputs()
 
 
+@exportable_output
 class HeadOutput(NamedTuple):
     """What a VQA head returns: the fused vector and one attention map per hop (None: no attention).
 
