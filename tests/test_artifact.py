@@ -104,13 +104,25 @@ def test_answer_takes_a_pil_image_as_the_same_picture():
     assert from_pil.text == from_tensor.text and torch.equal(from_pil.maps, from_tensor.maps)
 
 
+def test_answer_takes_a_uint8_picture_in_0_to_255_as_the_float_one_over_255():
+    model = tiny_vqa()
+    model.labels = {"vocab": VOCAB, "answers": ANSWERS}
+    pixels = torch.randint(0, 256, (3, 16, 16), dtype=torch.uint8, generator=torch.Generator().manual_seed(1))
+    from_uint8, from_float = model.answer(pixels, "what shape"), model.answer(pixels / 255, "what shape")
+    assert from_uint8.text == from_float.text and torch.allclose(from_uint8.maps, from_float.maps, atol=1e-6)
+    channels_last = model.answer(pixels.permute(1, 2, 0), "what shape")
+    assert torch.allclose(channels_last.maps, from_uint8.maps, atol=1e-6)
+
+
 def test_answer_says_what_it_lacks_or_was_given():
     model = tiny_vqa()
     with pytest.raises(FovealError, match="no vocabulary"):
         model.answer(torch.rand(3, 16, 16), "is it red")
     model.labels = {"vocab": VOCAB, "answers": ANSWERS}
-    with pytest.raises(FovealError, match=r"float tensor in \[0, 1\] or a PIL image, got a torch.uint8 tensor"):
-        model.answer(torch.zeros(3, 16, 16, dtype=torch.uint8), "is it red")
+    with pytest.raises(FovealError, match=r"a PIL image, a tensor or a list of them, got list"):
+        model.answer([[0.0] * 16] * 16, "is it red")
+    with pytest.raises(FovealError, match=r"one picture, got a batch of 2"):
+        model.answer(torch.rand(2, 3, 16, 16), "is it red")
     with pytest.raises(FovealError, match="at least one word"):
         model.answer(torch.rand(3, 16, 16), "?")
 
@@ -132,6 +144,7 @@ def test_a_trained_run_exports_as_a_saved_model(tmp_path):
     run = Run(tmp_path / "run", recipe, None, config, recipe.build(config))
     path = export_run(run, tmp_path / "exported")
     card = read_card(path)
-    assert card["recipe"] == "ntm-copy" and card["preprocessing"] == {"width": 8}
+    assert card["recipe"] == "ntm-copy" and card["preprocessing"]["width"] == 8
+    assert card["preprocessing"]["input_size"] == run.task.model.input_size == 9
     inputs = torch.zeros(1, 3, run.task.model.input_size)
     assert torch.equal(from_pretrained(path)(inputs).logits, run.task.model.eval()(inputs).logits)

@@ -5,8 +5,9 @@ import builtins
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "foveal"
-# Raised for Python's own protocols, not for a user's mistake: iteration's end, an abstract method.
-PROTOCOL = {"IndexError", "StopIteration", "NotImplementedError"}
+# Raised for Python's own protocols, not for a user's mistake: iteration's end, an abstract method, a module's
+# __getattr__ for a name it has not.
+PROTOCOL = {"AttributeError", "IndexError", "StopIteration", "NotImplementedError"}
 BUILTIN = {name for name in dir(builtins) if name.endswith("Error")}
 
 

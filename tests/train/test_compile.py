@@ -152,10 +152,10 @@ def test_without_a_cpp_compiler_the_error_says_what_to_do(monkeypatch):
 def test_a_torch_without_the_internals_is_refused_naming_its_version(monkeypatch):
     from foveal import _torch_private
 
-    monkeypatch.setattr(_torch_private, "MISSING", "cannot import name 'CustomGraphPass'")
+    monkeypatch.setattr(_torch_private, "missing", lambda: "cannot import name 'CustomGraphPass'")
     with pytest.raises(FovealError, match=rf"torch {re.escape(torch.__version__)} lacks .*CustomGraphPass"):
         compile_model(nn.Linear(2, 2))
-    monkeypatch.setattr(_torch_private, "MISSING", None)
+    monkeypatch.setattr(_torch_private, "missing", lambda: None)
     monkeypatch.setattr(_torch_private, "torch_version", lambda: (2, 4))
     with pytest.raises(FovealError, match=r"tested with torch 2\.5"):
         compile_model(nn.Linear(2, 2))
@@ -196,9 +196,12 @@ def test_compile_mode_reaches_torch_compile_and_an_unknown_one_is_refused(monkey
         compile_model(nn.Linear(2, 2), "max-autotune-no-cudagraphs")
     finally:
         compiling._compiled.cache_clear()  # no stub left for the other tests
-    # The mode arrives as its inductor options, beside foveal's graph pass
+    # The mode arrives as its inductor options, beside foveal's graph pass, which inductor takes as its own kind
+    from torch._inductor.custom_graph_pass import CustomGraphPass
+
     assert len(seen) == 1 and seen[0]["max_autotune"] is True
     assert isinstance(seen[0]["post_grad_custom_pre_pass"], MergeSummedProducts)
+    assert isinstance(seen[0]["post_grad_custom_pre_pass"], CustomGraphPass)
     with pytest.raises(ValueError, match="compile mode must be one of default, max-autotune-no-cudagraphs"):
         compile_model(nn.Linear(2, 2), "max-autotune")
 

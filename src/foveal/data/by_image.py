@@ -19,6 +19,8 @@ import torch
 from torch import Tensor
 from torch.utils.data import Dataset
 
+from foveal.preprocess import picture_input
+
 __all__ = ["ByImage", "collate_by_image", "denormalize", "normalize"]
 
 Batch = TypeVar("Batch", bound=tuple[Any, ...])
@@ -36,9 +38,9 @@ def denormalize(image: Tensor) -> Tensor:
 
 
 def describe_pictures(size: int, vocab: Sequence[str], answers: Sequence[str]) -> dict[str, dict[str, Any]]:
-    """A shipped VQA model's card entries: square RGB pictures in [0, 1] that :func:`normalize` maps to [-1, 1]
-    (``(x - mean) / std``), and the question vocabulary and answer names."""
-    preprocessing = {"size": [size, size], "channels": 3, "mean": [0.5] * 3, "std": [0.5] * 3}
+    """A shipped VQA model's card entries: square RGB float pictures in [0, 1] (uint8 divided by 255) that
+    :func:`normalize` maps to [-1, 1] (``(x - mean) / std``), and the question vocabulary and answer names."""
+    preprocessing = picture_input([size, size], 3, mean=[0.5] * 3, std=[0.5] * 3)
     return {"preprocessing": preprocessing, "labels": {"vocab": list(vocab), "answers": list(answers)}}
 
 

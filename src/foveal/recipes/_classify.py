@@ -15,6 +15,7 @@ from torch.utils.data import Dataset
 
 from foveal.data.images import FASHION_CLASSES, DistortedImages
 from foveal.models.stn_classifier import transform_box
+from foveal.preprocess import picture_input
 from foveal.recipes.base import Task
 
 Base = Literal["fashion-mnist", "mnist"]
@@ -121,10 +122,11 @@ class HeldOut(NamedTuple):
 
 
 def describe_classifier(config: Any, task: Task) -> dict[str, dict[str, Any]]:
-    """Greyscale pictures in [0, 1] of the test set's size; the class names."""
+    """Greyscale float pictures in [0, 1] (the data set's uint8 divided by 255) of the test set's size; the class
+    names."""
     size = list(task.evaluation_set().images.shape[-2:])
     return {
-        "preprocessing": {"size": size, "channels": 1, "mean": [0.0], "std": [1.0]},
+        "preprocessing": picture_input(size, 1, mean=[0.0], std=[1.0]),
         "labels": {"classes": list(class_names(config.data.dataset))},
     }
 

@@ -24,6 +24,7 @@ from foveal.data.ntm_eval import NTMEvalSet, score
 from foveal.data.ntm_tasks import AssociativeRecall, Copy, NTMBatch, NTMTask, PrioritySort, RepeatCopy
 from foveal.errors import FovealError
 from foveal.models.ntm import NTMSpec
+from foveal.preprocess import sequence_input
 from foveal.recipes._ntm import NTMConfig, build, loop_config, spec
 from foveal.recipes.base import LoopConfig, Recipe, Task
 from foveal.registry import RECIPES
@@ -150,8 +151,11 @@ def _register(name: str, description: str, config: type[NTMConfig], presets: dic
         return build(c, _levels(c, name))
 
     def describe(c: NTMConfig, task: Task) -> dict[str, dict[str, Any]]:
-        # the input: (B, T, input_size) bit vectors of `width` bits, the task's marker channels after them
-        return {"preprocessing": {"width": c.width}, "labels": {}}
+        # (B, T, input_size): vectors of `width` bits, the task's marker channels after them, which hold a
+        # normalised count (repeat copy) or priority (sort) where the task has one: not bits
+        task_itself = _levels(c, name)[-1]
+        binary = not isinstance(task_itself, RepeatCopy | PrioritySort)
+        return {"preprocessing": sequence_input(c.width, task_itself.input_size, binary=binary), "labels": {}}
 
     recipe = Recipe(name, description, config, build_task, presets, describe, _sample, _gallery(name))
     RECIPES.register(name)(recipe)

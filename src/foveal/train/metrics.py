@@ -6,11 +6,12 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any
-
-from tqdm import tqdm
+from typing import TYPE_CHECKING, Any
 
 from foveal.train.run_dir import RunDir
+
+if TYPE_CHECKING:
+    from tqdm import tqdm
 
 
 def read_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
@@ -45,6 +46,8 @@ class MetricsLog:
         run.path.mkdir(parents=True, exist_ok=True)
         self._truncate_after(start_step)
         if self.tty:
+            from tqdm import tqdm  # a recipes extra: only a terminal gets the bar
+
             self.bar = tqdm(total=total_steps, initial=start_step, dynamic_ncols=True, unit="step")
         try:  # TensorBoard is an optional extra
             from torch.utils.tensorboard import SummaryWriter

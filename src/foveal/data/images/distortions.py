@@ -36,7 +36,6 @@ from typing import Any, cast
 import torch
 import torch.nn.functional as F
 from torch import Tensor
-from tqdm.auto import tqdm
 
 from foveal._checks import check_shape
 from foveal.errors import FovealError
@@ -373,6 +372,8 @@ def distort(
     fn = DISTORTIONS[name]
     if name == "cluttered":
         options.setdefault("source", images)
+    from tqdm.auto import tqdm  # a recipes extra, which building a data set needs and importing this does not
+
     chunks = range(0, images.shape[0], CHUNK)
     show = progress if progress is not None else images.shape[0] > 4 * CHUNK
     parts = [

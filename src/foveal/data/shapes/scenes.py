@@ -6,7 +6,6 @@ See the package's docstring for the pixel convention.
 from __future__ import annotations
 
 import numpy as np
-from tqdm.auto import tqdm
 
 IMAGE_SIZE = 75
 N_OBJECTS = 6
@@ -49,6 +48,8 @@ def make_scenes(rng: np.random.Generator, n: int, *, progress: bool = False) -> 
     Shape:
         - centres: int64 ``(n, 6, 2)``, pixel ``(x, y)``; shapes: int64 ``(n, 6)``
     """
+    from tqdm.auto import tqdm  # a recipes extra, which drawing scenes needs and importing this does not
+
     kept, have, chunk = [], 0, 20_000
     with tqdm(total=n, desc="shapes: scenes", unit="scene", disable=not progress) as bar:
         while have < n:
@@ -83,6 +84,8 @@ def render(centres: np.ndarray, shapes: np.ndarray, *, progress: bool = False) -
     images = np.full((n, IMAGE_SIZE, IMAGE_SIZE, 3), 255, np.uint8)
     offsets = np.arange(-HALF, HALF + 1)
     pixels = images.reshape(-1, 3)  # one row per pixel, so one flat index per write
+    from tqdm.auto import tqdm
+
     chunk = 2_000
     for start in tqdm(range(0, n, chunk), desc="shapes: drawing", disable=not progress):
         c, s = centres[start : start + chunk], shapes[start : start + chunk]

@@ -2,8 +2,8 @@
 
 A model loaded by :func:`foveal.pretrained` or :func:`foveal.from_pretrained` carries what this
 needs: ``labels["vocab"]`` (token id -> word, id 0 the padding and ``<unk>`` for words it never saw)
-and ``labels["answers"]`` (class -> answer), and ``preprocessing["mean"]``/``["std"]``, which map a
-picture in [0, 1] to the network's input.
+and ``labels["answers"]`` (class -> answer), and ``preprocessing``, from which
+:func:`foveal.preprocess.transform_for` makes the network's input of a picture.
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ import re
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from foveal._checks import check_shape
 from foveal.errors import FovealError
+from foveal.preprocess import picture_input, transform_for
 
 if TYPE_CHECKING:
     from foveal.models.vqa.model import VQA
@@ -46,23 +46,6 @@ def words(text: str) -> list[str]:
     return re.findall(r"[a-z]+", text.lower())
 
 
-def picture_tensor(image: Any) -> Tensor:
-    """A ``(3, H, W)`` float tensor in [0, 1], or a PIL image (converted to RGB), as such a tensor."""
-    if hasattr(image, "convert") and hasattr(image, "size") and not isinstance(image, Tensor):  # a PIL image
-        rgb = image.convert("RGB")
-        width, height = rgb.size
-        pixels = torch.frombuffer(bytearray(rgb.tobytes()), dtype=torch.uint8).view(height, width, 3)
-        return pixels.permute(2, 0, 1) / 255
-    if not isinstance(image, Tensor) or not image.is_floating_point():
-        raise FovealError(f"image: expected a (3, H, W) float tensor in [0, 1] or a PIL image, got {_kind(image)}")
-    check_shape("image", image, (3, None, None))
-    return image
-
-
-def _kind(image: Any) -> str:
-    return f"a {image.dtype} tensor" if isinstance(image, Tensor) else type(image).__name__
-
-
 def answer(model: VQA, image: Any, question: str, boxes: Tensor | None = None) -> Answer:
     """``model``'s answer to ``question`` about ``image``, with every hop's map (see :meth:`VQA.answer`)."""
     labels, preprocessing = getattr(model, "labels", None) or {}, getattr(model, "preprocessing", None) or {}
@@ -72,14 +55,14 @@ def answer(model: VQA, image: Any, question: str, boxes: Tensor | None = None) -
             "answer: this model has no vocabulary and answer names (labels 'vocab' and 'answers'); "
             "load it with foveal.pretrained(NAME) or foveal.from_pretrained(PATH)"
         )
-    pixels = picture_tensor(image)
+    if not preprocessing:  # labels set by hand: the pictures of foveal's VQA recipes
+        size = model.spec.image_size
+        preprocessing = picture_input([size, size], 3, mean=[0.5] * 3, std=[0.5] * 3)
     parameter = next(model.parameters())
-    size = model.spec.image_size
-    if pixels.shape[-2:] != (size, size):
-        pixels = F.interpolate(pixels[None], size=(size, size), mode="bilinear", antialias=True)[0]
-    mean = torch.tensor(preprocessing.get("mean", [0.5] * 3)).view(3, 1, 1)
-    std = torch.tensor(preprocessing.get("std", [0.5] * 3)).view(3, 1, 1)
-    x = ((pixels.float() - mean) / std)[None].to(parameter)
+    x = transform_for(preprocessing)(image)
+    if x.shape[0] != 1:
+        raise FovealError(f"image: expected one picture, got a batch of {x.shape[0]}")
+    x = x.to(parameter)
     index = {word: i for i, word in enumerate(vocab)}
     tokens = [index.get(word, index.get(UNK, 1)) for word in words(question)]
     if not tokens:
