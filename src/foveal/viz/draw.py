@@ -21,6 +21,7 @@ from PIL import Image, ImageDraw, ImageFont
 from torch import Tensor, nn
 
 from foveal._checks import check_shape
+from foveal.attention import record_maps
 from foveal.errors import FovealError
 from foveal.models.draw import DRAW
 
@@ -203,8 +204,9 @@ def show_draw(
     steps = pick_steps(model.steps, 16)
     paths = []
 
-    gen = model.generate(samples, generator=generator)
-    write_boxes = [] if gen.write_params is None else [(model.box(gen.write_params, model.write_size), WRITE_COLOUR)]
+    with record_maps(model) as looked:  # the windows, as a user asks for them
+        gen = model.generate(samples, generator=generator)
+    write_boxes = [(looked["write_boxes"], WRITE_COLOUR)] if "write_boxes" in looked else []
     rows = min(samples, 8)
     strip = grid(
         gen.canvases[steps, :rows].transpose(0, 1), [(b[steps, :rows].transpose(0, 1), c) for b, c in write_boxes]
@@ -216,17 +218,15 @@ def show_draw(
 
     spread = torch.linspace(0, len(dataset) - 1, rows).long()  # MNIST 5k's test split is sorted by digit
     x = dataset.images[spread].to(device)
-    out = model(x, generator=generator, return_steps=True)
+    with record_maps(model) as looked:
+        out = model(x, generator=generator, return_steps=True)
     pictures = torch.sigmoid(out.canvases[steps]).transpose(0, 1)  # (rows, steps, C, H, W)
     pictures = torch.cat([pictures, x[:, None]], dim=1)  # the target in the last column
     boxes = []
     if model.attention:
         no_box = torch.full((rows, 1, 4), float("nan"), device=device)
-        for params, N, colour in (
-            (out.read_params, model.read_size, READ_COLOUR),
-            (out.write_params, model.write_size, WRITE_COLOUR),
-        ):
-            b = model.box(params[steps], N).transpose(0, 1)
+        for name, colour in (("read_boxes", READ_COLOUR), ("write_boxes", WRITE_COLOUR)):
+            b = looked[name][steps].transpose(0, 1)
             boxes.append((torch.cat([b, no_box], dim=1), colour))
     paths.append(figures_dir / "reconstruction.png")
     legend = [("read window", READ_COLOUR), ("write window", WRITE_COLOUR)] if boxes else []

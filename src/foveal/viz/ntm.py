@@ -14,6 +14,7 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
+from foveal.attention import record_maps
 from foveal.data.ntm_eval import NTMEvalSet
 from foveal.data.ntm_tasks import NTMBatch, wrong_bits
 from foveal.viz._mpl import pyplot
@@ -144,8 +145,8 @@ def draw_ntm(model: nn.Module, examples: dict[str, NTMBatch], task: str, figures
     device = next(model.parameters()).device
     paths = []
     for name, batch in examples.items():
-        with torch.no_grad():
-            out = model(batch.inputs.to(device), record=True)
+        with torch.no_grad(), record_maps(model) as looked:  # the weightings, as a user asks for them
+            out = model(batch.inputs.to(device), record=True)  # and the memory after every step
         wrong = wrong_bits(out.logits, batch.targets.to(device)).item()
         title = f"{task}: {name}, T = {batch.inputs.shape[1]}, {wrong:.0f} wrong bits"
         paths.append(
@@ -153,8 +154,8 @@ def draw_ntm(model: nn.Module, examples: dict[str, NTMBatch], task: str, figures
                 batch.inputs[0],
                 torch.sigmoid(out.logits[0]).cpu(),
                 batch.targets[0],
-                out.write_weights[0].sum(1).cpu(),
-                out.read_weights[0].sum(1).cpu(),
+                looked["write_weights"][0].sum(1).cpu(),
+                looked["read_weights"][0].sum(1).cpu(),
                 out.memory[0, -1].cpu(),
                 figures_dir / f"ntm-{name}.png",
                 title,

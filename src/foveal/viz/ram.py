@@ -6,6 +6,7 @@ from pathlib import Path
 
 from torch import Tensor, nn
 
+from foveal.attention import record_maps
 from foveal.viz._mpl import pyplot, save_figure
 from foveal.viz.stn import OBJECT_COLOUR, LabelledImages
 
@@ -23,11 +24,11 @@ def show_glimpses(model: nn.Module, dataset: LabelledImages, figures_dir: Path, 
     images = dataset.images[:count].float().to(device) / 255.0
     labels = dataset.labels[:count]
     objects = getattr(dataset, "boxes", None)
-    out = model(images)
-    predicted = out.logits.argmax(-1).cpu()
+    with record_maps(model) as maps:  # where it looked, as a user asks for it
+        predicted = model(images).logits.argmax(-1).cpu()
     H, W = images.shape[-2:]
-    centres = ((out.locations.cpu() + 1) / 2 * Tensor([W, H])).numpy() - 0.5  # pixel-centre coordinates
-    extents = out.extents.cpu().numpy()
+    centres = ((maps["locations"].cpu() + 1) / 2 * Tensor([W, H])).numpy() - 0.5  # pixel-centre coordinates
+    extents = maps["extents"].cpu().numpy()
     T = centres.shape[1]
     steps = plt.cm.plasma
     norm = BoundaryNorm([t + 0.5 for t in range(T + 1)], steps.N)

@@ -8,6 +8,7 @@ from typing import Protocol
 import torch
 from torch import Tensor, nn
 
+from foveal.attention import record_maps
 from foveal.models.stn_classifier import transform_box
 from foveal.viz._mpl import pyplot, save_figure
 
@@ -64,7 +65,9 @@ def show_transformer(
     count = min(8, len(dataset))
     images = dataset.images[:count].float().to(device) / 255.0
     labels = dataset.labels[:count]
-    logits, theta, seen = model(images)
+    with record_maps(model) as maps:  # where it looked, as a user asks for it
+        logits, _, seen = model(images)
+    theta = maps.get("transformer.theta")
     predicted = logits.argmax(-1).cpu()
     rows = 1 if theta is None else 2
     fig, axes = plt.subplots(rows, count, figsize=(1.5 * count + 0.8, 1.8 * rows + 0.9), squeeze=False)
