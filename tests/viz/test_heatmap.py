@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
+from matplotlib import colormaps
 
-from foveal.viz.heatmap import mass_in_mask, overlay_heatmap, upsample_heatmap, weights_to_grid
+from foveal.viz.heatmap import (
+    MAP_COLOURS,
+    grey_picture,
+    mass_in_mask,
+    overlay_heatmap,
+    upsample_heatmap,
+    weight_colorbar,
+    weights_to_grid,
+)
 
 
 def test_weights_fold_row_major() -> None:
@@ -46,11 +56,26 @@ def test_overlay_colours_the_map_over_a_grey_picture() -> None:
     # gives the same figure.
     swapped = image[[2, 0, 1]]
     assert abs(overlay_heatmap(swapped, weights) - out).max() < 1e-6
-    # The hottest cell wears the top of the colour map, the far corner barely any colour.
-    from matplotlib import colormaps
+    # A weight of zero leaves the grey picture as it is; the hottest cell wears the top colour.
+    grey = grey_picture(image)
+    assert abs(out[4:, 4:] - grey[4:, 4:]).max() < 1e-6
+    top = colormaps[MAP_COLOURS](1.0)[:3]
+    assert abs(out[0, 0] - top).max() < abs(grey[0, 0] - top).max()
 
-    top = colormaps["magma"](1.0)[:3]
-    assert abs(out[0, 0] - top).max() < abs(out[7, 7] - top).max()
+
+def test_zero_weight_looks_the_same_on_the_map_and_on_its_colour_bar() -> None:
+    """The bar's bottom is the picture's grey, and each level of the bar is the colour the map gives that weight."""
+    from foveal.viz import pyplot
+
+    image = torch.full((3, 4, 4), 0.6)
+    weights = torch.tensor([[0.0, 0.25], [0.5, 1.0]])
+    out = overlay_heatmap(image, weights)
+    fig, ax = pyplot().subplots()
+    bar = weight_colorbar(fig, ax, 1.0, background=float(grey_picture(image)[0, 0, 0]))
+    shown = bar.cmap(bar.norm(np.array([0.0, 0.25, 0.5, 1.0])))[:, :3]
+    pyplot().close(fig)
+    drawn = out[[0, 0, 2, 2], [0, 2, 0, 2]]  # the cells of weight 0, 0.25, 0.5 and 1
+    assert abs(shown - drawn).max() < 0.01  # the bar has 256 levels
 
 
 def test_overlay_on_a_shared_scale_dims_the_weaker_map() -> None:

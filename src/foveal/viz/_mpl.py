@@ -10,6 +10,15 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
+PAGE_WIDTH_PX = 1100
+"""The widest a picture shows on foveal's pages (their ``max-width``); a wider PNG is scaled down to it."""
+MIN_TEXT_PX = 10
+"""The least height of a figure's text, in pixels, where the page shows the figure."""
+FIGURE_DPI = 100
+"""Pixels per inch of the figures the pages show: a figure up to 11 inches wide shows unscaled."""
+FONT = 8
+"""Points of a figure's text at :data:`FIGURE_DPI`: 11 pixels."""
+
 
 @cache
 def pyplot() -> ModuleType:
@@ -37,3 +46,20 @@ def save_figure(fig: Figure, path: Path, dpi: int = 100) -> Path:
     fig.savefig(path, dpi=dpi, bbox_inches="tight")
     pyplot().close(fig)
     return path
+
+
+def chars_across(inches: float, fontsize: float = FONT) -> int:
+    """About how many characters of text at ``fontsize`` points fit in ``inches``."""
+    return max(1, int(inches * 72 / (0.6 * fontsize)))
+
+
+def wrap(text: str, width: int) -> str:
+    """``text`` with each of its lines broken at spaces to at most ``width`` characters.
+
+    Example:
+        >>> wrap("is the red shape on the left", 12).splitlines()
+        ['is the red', 'shape on the', 'left']
+    """
+    import textwrap
+
+    return "\n".join(part for line in text.splitlines() for part in (textwrap.wrap(line, width) or [""]))

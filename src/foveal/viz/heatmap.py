@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch  # noqa: F401  (the examples below use it)
@@ -19,7 +20,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from foveal.errors import FovealError
-from foveal.viz._mpl import pyplot
+from foveal.viz._mpl import FIGURE_DPI, FONT, chars_across, pyplot, wrap
 
 
 def weights_to_grid(weights: Tensor, grid: tuple[int, int]) -> Tensor:
@@ -53,29 +54,57 @@ def upsample_heatmap(weights_grid: Tensor, size: tuple[int, int], *, mode: str =
     return F.interpolate(x, size=size, mode=mode, align_corners=align)[0, 0]
 
 
-MAP_COLOURS = "magma"
-"""A perceptually uniform colour map: equal steps of weight look like equal steps of colour."""
+MAP_COLOURS = "Reds"
+"""The map's colours: light to dark red as the weight grows, a hue no grey picture underneath can have."""
+MAP_OPACITY = 0.75
+"""How opaque the map is at the top of its scale; it fades with the weight, to nothing at 0."""
+ZERO_WEIGHT_RULE = "0: the grey picture shows through unchanged"
+"""What a weight of zero looks like on every attention picture, as its legend says."""
+
+UNIFORM_COLOUR = "#00b8d4"
+"""The line that marks a uniform map's weight on a colour bar, and the object's outline on a map."""
+
+
+def grey_picture(image: Tensor | np.ndarray) -> np.ndarray:
+    """The grey copy of an RGB picture that maps are drawn over.
+
+    A picture's own colours could pass for the map's, so the maps go over its grey; the grey is kept
+    between 0.3 and 1, so that the map's colour still shows over a black object.
+
+    Shape:
+        - image: ``(3, H, W)`` tensor or ``(H, W, 3)`` array, RGB in [0, 1]
+        - output: float ``(H, W, 3)``
+
+    Example:
+        >>> float(grey_picture(torch.zeros(3, 2, 2)).min())
+        0.3
+    """
+    if isinstance(image, Tensor):
+        image = image.detach().float().cpu().permute(1, 2, 0).numpy()
+    return (0.3 + 0.7 * np.asarray(image, dtype=np.float64).mean(-1, keepdims=True)).repeat(3, -1)
 
 
 def overlay_heatmap(
     image: Tensor | np.ndarray,
     weights_grid: Tensor,
     *,
-    alpha: float = 0.75,
+    alpha: float = MAP_OPACITY,
     cmap: str = MAP_COLOURS,
     vmax: float | None = None,
     mode: str = "nearest",
 ) -> np.ndarray:
-    """Colour a grid of attention weights over a grey copy of the image.
+    """Colour a grid of attention weights over a grey copy of the image (:func:`grey_picture`).
 
-    The picture underneath is turned grey, so that no colour of the image can be mistaken for a
-    colour of the map; the weights are drawn cell by cell (``mode="nearest"``), scaled to ``vmax``
-    (default: their own maximum; pass one value to every map of a question so they compare).
+    The map's opacity is proportional to the weight: a cell of weight 0 leaves the picture as it is,
+    a cell at ``vmax`` is covered by the top colour at opacity ``alpha``, and the colour also deepens with
+    the weight (:func:`weight_colorbar` shows the scale as drawn). Weights are drawn cell by cell
+    (``mode="nearest"``), scaled to ``vmax`` (default: their own maximum; pass one value to every map of a
+    question so that they compare).
 
     Args:
         image: RGB in [0, 1], channels first (a tensor) or last (an array).
         weights_grid: non-negative weights on the grid.
-        alpha: opacity of the map at ``vmax`` (it fades with the weight, down to ``alpha / 3`` at 0).
+        alpha: opacity of the map at ``vmax``.
         cmap: a matplotlib colour map name.
         vmax: the weight drawn as the top colour.
         mode: ``"nearest"`` (the cells as they are) or ``"bilinear"`` (smooth).
@@ -89,18 +118,61 @@ def overlay_heatmap(
         >>> overlay_heatmap(torch.ones(3, 8, 8), torch.rand(2, 2)).shape
         (8, 8, 3)
     """
-    from matplotlib import colormaps
-
-    if isinstance(image, Tensor):
-        image = image.detach().float().cpu().permute(1, 2, 0).numpy()
-    height, width = image.shape[:2]
+    grey = grey_picture(image)
+    height, width = grey.shape[:2]
     upsampled = upsample_heatmap(weights_grid.detach().float().cpu(), (height, width), mode=mode)
     top = float(upsampled.max()) if vmax is None else vmax
     heat = (upsampled / max(top, 1e-12)).clamp(0, 1).numpy()
-    grey = image.mean(-1, keepdims=True).repeat(3, -1)
+    return np.clip(_blend(grey, heat, alpha, cmap), 0.0, 1.0)  # rounding can step past 1
+
+
+def _blend(grey: np.ndarray, heat: np.ndarray, alpha: float, cmap: str) -> np.ndarray:
+    """``grey`` covered by the map's colour at ``heat`` (0 to 1 of the scale) with opacity ``alpha * heat``."""
+    from matplotlib import colormaps
+
     colour = np.asarray(colormaps[cmap](heat))[..., :3]
-    opacity = alpha * (1 + 2 * heat[..., None]) / 3
-    return np.clip((1 - opacity) * grey + opacity * colour, 0.0, 1.0)  # rounding can step past 1
+    opacity = alpha * heat[..., None]
+    return (1 - opacity) * grey + opacity * colour
+
+
+def weight_colorbar(
+    fig: Any,
+    ax: Any,
+    vmax: float,
+    *,
+    background: float = 1.0,
+    uniform: float | None = None,
+    alpha: float = MAP_OPACITY,
+    cmap: str = MAP_COLOURS,
+    fontsize: float = FONT,
+) -> Any:
+    """A colour bar beside ``ax`` of weights 0 to ``vmax`` as :func:`overlay_heatmap` draws them over a
+    picture of grey level ``background``: 0 is that grey, the picture unchanged (:data:`ZERO_WEIGHT_RULE`).
+
+    Args:
+        fig: the matplotlib figure (or subfigure) that holds ``ax``.
+        ax: the axes (or list of axes) the bar goes beside.
+        vmax: the weight at the top of the scale.
+        background: the grey (0 to 1) of the picture under the map, e.g. its median.
+        uniform: a weight to mark with a cyan line (a uniform map's ``1 / N``), or None.
+        fontsize: of the tick labels.
+
+    Returns:
+        The matplotlib ``Colorbar``.
+    """
+    from matplotlib.cm import ScalarMappable
+    from matplotlib.colors import ListedColormap, Normalize
+
+    levels = np.linspace(0.0, 1.0, 256)
+    shown = _blend(np.full((256, 3), background), levels, alpha, cmap)
+    bar = fig.colorbar(
+        ScalarMappable(Normalize(0, vmax), ListedColormap(np.clip(shown, 0, 1))), ax=ax, fraction=0.06, pad=0.03
+    )
+    if uniform is not None and uniform <= vmax:
+        bar.ax.axhline(uniform, color=UNIFORM_COLOUR, linewidth=1.5)
+    bar.ax.tick_params(labelsize=fontsize)
+    bar.ax.yaxis.get_offset_text().set_fontsize(fontsize)
+    return bar
 
 
 def mass_in_mask(weights: Tensor, mask: Tensor, grid: tuple[int, int]) -> Tensor:
@@ -128,6 +200,15 @@ def mass_in_mask(weights: Tensor, mask: Tensor, grid: tuple[int, int]) -> Tensor
     return (weights * coverage).sum(-1)
 
 
+def map_legend(outline: str | None = None) -> str:
+    """The lines that explain an attention picture: how a weight is drawn, the scale, what is outlined."""
+    lines = [
+        f"red: attention weight per grid cell, deeper and more opaque as it grows ({ZERO_WEIGHT_RULE})",
+        "one scale per question: its colour bar, drawn over the picture's background; cyan line: a uniform map",
+    ]
+    return "\n".join(lines + ([f"cyan outline: {outline}"] if outline else []))
+
+
 def attention_figure(
     images: Sequence[Tensor],
     maps: Sequence[Tensor | None],
@@ -138,13 +219,14 @@ def attention_figure(
     masks: Sequence[Tensor | None] | None = None,
     map_names: Sequence[str] | None = None,
     columns: int = 2,
-    dpi: int = 110,
+    dpi: int = FIGURE_DPI,
 ) -> Path:
     """Save a figure: for each example, the image, then one map per hop on one colour scale.
 
     Every map of an example shares its scale, shown by a colour bar in weight per cell with the
     uniform level ``1 / (h w)`` marked, so hops compare at a glance; with ``masks`` the object's
-    outline is drawn on each map and the attention mass inside it is in the map's title.
+    outline is drawn on each map and the attention mass inside it is in the map's title. The text is
+    at least :data:`foveal.viz._mpl.MIN_TEXT_PX` high where the page shows the figure.
 
     Args:
         images: RGB in [0, 1], each ``(3, H, W)``.
@@ -157,51 +239,41 @@ def attention_figure(
         columns: examples per row of the figure.
         dpi: resolution of the PNG.
     """
-    from matplotlib import colormaps
-    from matplotlib.cm import ScalarMappable
-    from matplotlib.colors import Normalize
-
     plt = pyplot()
     masks = list(masks) if masks is not None else [None] * len(images)
     per_example = 1 + max((m.shape[0] for m in maps if m is not None), default=0)
+    columns = max(1, min(columns, len(images)))
     rows = -(-len(images) // columns)
-    fig, axes = plt.subplots(
-        rows, columns * per_example, figsize=(1.9 * columns * per_example, 2.3 * rows), squeeze=False
-    )
-    for ax in axes.flat:
-        ax.axis("off")
+    width = 2.4 * columns * per_example
+    fig = plt.figure(figsize=(width, 2.9 * rows + 0.6), layout="constrained")
+    cells = fig.subfigures(rows, columns, squeeze=False)
     uniform = 1.0 / (grid[0] * grid[1])
     for n, (image, weights, title, mask) in enumerate(zip(images, maps, titles, masks, strict=True)):
-        r, c = divmod(n, columns)
-        first = axes[r, c * per_example]
-        first.imshow(image.permute(1, 2, 0).clamp(0, 1).cpu().numpy())
-        first.set_title(title, fontsize=6, loc="left")
+        cell = cells[divmod(n, columns)]
+        cell.suptitle(wrap(title, chars_across(width / columns)), fontsize=FONT, x=0.02, ha="left")
+        axes = cell.subplots(1, per_example, squeeze=False)[0]
+        for ax in axes:
+            ax.axis("off")
+        axes[0].imshow(image.permute(1, 2, 0).clamp(0, 1).cpu().numpy())
         if weights is None:
             continue
         vmax = max(float(weights.max()), uniform)
         mass = mass_in_mask(weights[None], mask[None], grid)[0] if mask is not None else None
         for k in range(weights.shape[0]):
-            ax = axes[r, c * per_example + 1 + k]
+            ax = axes[1 + k]
             ax.imshow(overlay_heatmap(image, weights_to_grid(weights[k], grid), vmax=vmax))
             if mask is not None:
-                ax.contour(mask.float().cpu().numpy(), levels=[0.5], colors="#00e5ff", linewidths=0.8)
+                ax.contour(mask.float().cpu().numpy(), levels=[0.5], colors=UNIFORM_COLOUR, linewidths=1.0)
             name = map_names[k] if map_names else f"hop {k + 1}"
-            on_object = f": {float(mass[k]):.2f} on object" if mass is not None else ""
-            ax.set_title(f"{name}{on_object}", fontsize=6)
-        bar = fig.colorbar(ScalarMappable(Normalize(0, vmax), colormaps[MAP_COLOURS]), ax=ax, fraction=0.046, pad=0.02)
-        bar.ax.axhline(uniform, color="#00e5ff", linewidth=1.2)
-        bar.ax.tick_params(labelsize=5)
+            on_object = f"\n{float(mass[k]):.2f} on object" if mass is not None else ""
+            ax.set_title(f"{name}{on_object}", fontsize=FONT)
+        background = float(np.median(grey_picture(image)))
+        weight_colorbar(cell, list(axes[1:]), vmax, background=background, uniform=uniform)
     if any(m is not None for m in maps):
-        outline = "; cyan outline: the object" if any(m is not None for m in masks) else ""
-        fig.suptitle(
-            "colour: attention weight per grid cell, one scale per question (its bar); "
-            f"cyan line on the bar: a uniform map's weight{outline}",
-            fontsize=7,
-            y=1.0,
-        )
-    fig.tight_layout()
+        outline = "the object" if any(m is not None for m in masks) else None
+        fig.suptitle(wrap(map_legend(outline), chars_across(width)), fontsize=FONT, x=0.01, ha="left")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=dpi, bbox_inches="tight")
+    fig.savefig(path, dpi=dpi)
     plt.close(fig)
     return path

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -15,7 +16,8 @@ from foveal.data.by_image import denormalize
 from foveal.data.shapes import COLOURS, FAMILIES, OBJECT_ROLES, ShapesVQA
 from foveal.data.shapes.by_image import ShapesImageBatch
 from foveal.models.vqa import VQA, VQAOutput
-from foveal.viz._mpl import pyplot
+from foveal.viz._mpl import FIGURE_DPI, FONT, chars_across, pyplot, wrap
+from foveal.viz.heatmap import grey_picture, map_legend, weight_colorbar
 from foveal.viz.vqa_family import QuestionPanel, overlay_on_extent, vqa_family_figure
 
 POINTING = FAMILIES.index("pointing")
@@ -100,8 +102,9 @@ def two_hop_figure(
     model: VQA, data: ShapesVQA, picks: list[int], said: list[str], maps: Tensor | None, path: Path
 ) -> Path:
     """One row per question: the picture, then every hop's map, each with the X object (dotted), the
-    object found first (dashed) and the answer's object (solid) outlined; the title gives hop ``K``'s
-    mass on each (the cells their boxes touch, :func:`object_cells`, as the evaluation scores it).
+    object found first (dashed) and the answer's object (solid) outlined, and under it the map's mass on
+    each (the cells their boxes touch, :func:`object_cells`, as the evaluation scores it); a question's
+    maps share one scale, its colour bar.
 
     Args:
         said: the model's answer to each question, as the title gives it.
@@ -113,38 +116,53 @@ def two_hop_figure(
 
     plt = pyplot()
     hops = 0 if maps is None else maps.shape[1]
+    width = 2.3 * (1 + hops) + 0.5
     fig, axes = plt.subplots(
-        len(picks), 1 + hops, figsize=(2.2 * (1 + hops), 2.4 * len(picks)), squeeze=False, layout="constrained"
+        len(picks),
+        1 + hops,
+        figsize=(width, 2.9 * len(picks) + 0.8),
+        squeeze=False,
+        layout="constrained",
     )
     cells = object_cells(model, data, torch.tensor(picks))  # (Q, 3, N)
     arrays = data.arrays
     all_boxes = data.role_boxes(torch.tensor(picks))
+    grid, uniform = (model.grid, model.grid), 1.0 / model.grid**2
     for row, q in enumerate(picks):
         picture = torch.from_numpy(arrays.images[arrays.image[q]]).permute(2, 0, 1).float() / 255
         objects = (arrays.colour[q], arrays.first[q], arrays.target[q])
+        vmax = None if maps is None else max(float(maps[row].max()), uniform)  # one scale for the question's hops
         for col, ax in enumerate(axes[row]):
             if col == 0:
                 ax.imshow(picture.permute(1, 2, 0).numpy())
                 names = ", ".join(f"{role} {COLOURS[k]}" for role, k in zip(OBJECT_ROLES, objects, strict=True))
-                ax.set_title(
-                    f"{data.question_text(q)}\npred: {said[row]} | truth: {data.answer_text(q)}\n{names}",
-                    fontsize=5,
-                    loc="left",
-                )
+                title = f"{data.question_text(q)}\npred: {said[row]} | truth: {data.answer_text(q)}\n{names}"
+                ax.set_title(wrap(title, chars_across(2.3)), fontsize=FONT, loc="left")
             elif maps is not None:  # a column past the picture is a hop, so there are maps
-                ax.imshow(overlay_on_extent(picture, maps[row, col - 1], (model.grid, model.grid), model.covered))
+                ax.imshow(overlay_on_extent(picture, maps[row, col - 1], grid, model.covered, vmax=vmax))
                 on = (maps[row, col - 1] * cells[row]).sum(-1).tolist()
-                ax.set_title(f"hop {col}: " + " ".join(f"{r} {m:.2f}" for r, m in zip(OBJECT_ROLES, on, strict=True)),
-                             fontsize=5)  # fmt: skip
+                masses = "\n".join(f"{m:.2f} on {r}" for r, m in zip(OBJECT_ROLES, on, strict=True))
+                ax.set_title(f"hop {col}", fontsize=FONT)
+                ax.set_xlabel(masses, fontsize=FONT)
             for role, (x0, y0, x1, y1) in zip(OBJECT_ROLES, all_boxes[row].tolist(), strict=True):
                 colour, style = ROLE_STYLE[role]
                 # pixel (x, y) is centred at (x, y) in imshow's coordinates, so a half-open box starts at x0 - 0.5
                 ax.add_patch(Rectangle((x0 - 0.5, y0 - 0.5), x1 - x0, y1 - y0, fill=False, ec=colour, lw=1, ls=style))
-            ax.axis("off")
-    fig.suptitle(
-        f"head: {model.spec.head}, {hops} hop(s); dotted: X object, dashed: first, solid: answer's", fontsize=7
-    )
+            ax.set_xticks([])
+            ax.set_yticks([])
+            if col == 0:
+                ax.axis("off")
+        if maps is not None and vmax is not None:
+            background = float(np.median(grey_picture(picture[:, : model.covered, : model.covered])))
+            weight_colorbar(fig, list(axes[row, 1:]), vmax, background=background, uniform=uniform)
+    legend = [
+        f"head: {model.spec.head}, {hops} hop(s); boxes: the named (X) object dotted, the one found first dashed, "
+        "the second (the answer's) solid"
+    ]
+    if maps is not None:
+        legend.append(map_legend())
+    fig.suptitle(wrap("\n".join(legend), chars_across(width)), fontsize=FONT, x=0.01, ha="left")
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=130, bbox_inches="tight")
+    fig.savefig(path, dpi=FIGURE_DPI)
     plt.close(fig)
     return path

@@ -20,10 +20,17 @@ import numpy as np
 from torch import Tensor
 
 from foveal.attention import box_weights
-from foveal.viz._mpl import pyplot
-from foveal.viz.heatmap import MAP_COLOURS, overlay_heatmap, weights_to_grid
+from foveal.viz._mpl import FIGURE_DPI, FONT, PAGE_WIDTH_PX, chars_across, pyplot, wrap
+from foveal.viz.heatmap import (
+    UNIFORM_COLOUR,
+    grey_picture,
+    map_legend,
+    overlay_heatmap,
+    weight_colorbar,
+    weights_to_grid,
+)
 
-OBJECT_COLOUR = "#00e5ff"  # the outline of an object a question is about, as on the easy-vqa figure
+OBJECT_COLOUR = UNIFORM_COLOUR  # the outline of an object a question is about, as on the easy-vqa figure
 OBJECT_STYLES = ("-", "--", ":")
 
 
@@ -82,15 +89,12 @@ def _draw_boxes(ax, panel: QuestionPanel, boxes: Tensor) -> None:
         ax.add_patch(
             Rectangle((x0 - 0.5, y0 - 0.5), x1 - x0, y1 - y0, fill=False, ec=colour, lw=2 if chosen else 1, ls=style)
         )
-        ax.text(x0 - 0.5, y0 - 1.5, str(k), color=colour, fontsize=5)
+        ax.text(x0 - 0.5, y0 - 1.5, str(k), color=colour, fontsize=FONT, fontweight="bold")
 
 
 def _draw_maps(fig, axes: list, panel: QuestionPanel, maps: Tensor, grid: tuple[int, int], extent: int) -> None:
     """Every hop's map (``maps``, the panel's) on one scale with its colour bar, the question's objects
     outlined, the mass on each."""
-    from matplotlib import colormaps
-    from matplotlib.cm import ScalarMappable
-    from matplotlib.colors import Normalize
     from matplotlib.patches import Rectangle
 
     maps = maps.float()
@@ -109,14 +113,17 @@ def _draw_maps(fig, axes: list, panel: QuestionPanel, maps: Tensor, grid: tuple[
                 box = Rectangle((x0 - 0.5, y0 - 0.5), x1 - x0, y1 - y0, fill=False, ec=OBJECT_COLOUR, lw=1, ls=style)
                 ax.add_patch(box)
             on = [f"{float(m):.2f} on {name}" for m, name in zip(masses[k], panel.object_names, strict=True)]
-            ax.text(0, -0.03, "\n".join(on), transform=ax.transAxes, fontsize=5, va="top")
-        ax.set_title(title, fontsize=6)
-        ax.axis("off")
-    bar = fig.colorbar(
-        ScalarMappable(Normalize(0, vmax), colormaps[MAP_COLOURS]), ax=axes[-1], fraction=0.046, pad=0.02
-    )
-    bar.ax.axhline(uniform, color=OBJECT_COLOUR, linewidth=1.2)
-    bar.ax.tick_params(labelsize=4)
+            ax.set_xlabel("\n".join(on), fontsize=FONT)
+        ax.set_title(title, fontsize=FONT)
+        ax.set_xticks([])
+        ax.set_yticks([])
+    background = float(np.median(grey_picture(panel.image[:, :extent, :extent])))
+    weight_colorbar(fig, axes, vmax, background=background, uniform=uniform)
+
+
+# Inches per panel: three questions of two panels each fill the page's width.
+PANEL_INCHES = 1.55
+BAR_INCHES = 0.35  # a question's colour bar
 
 
 def vqa_family_figure(
@@ -126,10 +133,13 @@ def vqa_family_figure(
     grid: tuple[int, int],
     extent: int,
     head: str = "",
+    dpi: int = FIGURE_DPI,
 ) -> Path:
-    """Save one row per question: the image (with the candidate boxes: the chosen one solid, green if
-    right and red if wrong, the correct one dashed), one heatmap per hop with a strip of word weights
-    under it, and a bar chart of the channel weights.
+    """Save a grid of questions, as many to a row as the page's width holds: for each, the image (with the
+    candidate boxes: the chosen one solid, green if right and red if wrong, the correct one dashed), one
+    heatmap per hop with a strip of word weights under it, and a bar chart of the channel weights.
+
+    The text is at least :data:`foveal.viz._mpl.MIN_TEXT_PX` high where the page shows the figure.
 
     Args:
         panels: one :class:`QuestionPanel` per question.
@@ -137,49 +147,66 @@ def vqa_family_figure(
         grid: ``(h, w)`` of the maps.
         extent: pixels per side covered by the grid (see the module's Convention).
         head: the head's name, for the figure title.
+        dpi: resolution of the PNG.
     """
     plt = pyplot()
 
     maps = max((p.maps.shape[0] for p in panels if p.maps is not None), default=0)
     steps = max((p.word_weights.shape[0] for p in panels if p.word_weights is not None), default=0)
     channels = any(p.channel_weights is not None for p in panels)
-    columns = 1 + max(maps, steps) + channels
-    height = 2.4 * len(panels)
-    fig = plt.figure(figsize=(2.2 * columns + 0.4, height))
-    outer = fig.add_gridspec(len(panels), 1, hspace=0.55, top=1 - 0.9 / height)  # room for titles, head name
-    for row, panel in enumerate(panels):
-        cells = outer[row].subgridspec(2, columns, height_ratios=(4, 1), hspace=0.05, wspace=0.15)
-        ax = fig.add_subplot(cells[0, 0])
+    words = steps > 0
+    per_question = 1 + max(maps, steps) + channels
+    page_inches = PAGE_WIDTH_PX / dpi * 0.95
+    columns = max(1, min(len(panels), int(page_inches // (PANEL_INCHES * per_question + BAR_INCHES))))
+    panel_inches = min(1.3 * PANEL_INCHES, (page_inches / columns - BAR_INCHES) / per_question)
+    question_width = panel_inches * per_question + BAR_INCHES
+    rows = -(-len(panels) // columns)
+    question_height = panel_inches * (1.9 + 0.9 * words)
+    fig = plt.figure(figsize=(columns * question_width, rows * question_height + 1.0), layout="constrained")
+    cells = fig.subfigures(rows, columns, squeeze=False)
+    for ax in cells.flat[len(panels) :]:
+        ax.set_visible(False)
+    for n, panel in enumerate(panels):
+        cell = cells[divmod(n, columns)]
+        cell.suptitle(wrap(panel.title, chars_across(question_width)), fontsize=FONT, x=0.02, ha="left")
+        layout = cell.add_gridspec(1 + words, per_question, height_ratios=(4, 1.6) if words else (1,))
+        ax = cell.add_subplot(layout[0, 0])
         ax.imshow(panel.image.permute(1, 2, 0).cpu().numpy())
         if panel.boxes is not None:
             _draw_boxes(ax, panel, panel.boxes)
-        ax.set_title(panel.title, fontsize=5, loc="left")
         ax.axis("off")
         if panel.maps is not None:
-            subplots = [fig.add_subplot(cells[0, 1 + k]) for k in range(panel.maps.shape[0])]
-            _draw_maps(fig, subplots, panel, panel.maps, grid, extent)
+            subplots = [cell.add_subplot(layout[0, 1 + k]) for k in range(panel.maps.shape[0])]
+            _draw_maps(cell, subplots, panel, panel.maps, grid, extent)
         for s, step_weights in enumerate([] if panel.word_weights is None else panel.word_weights.split(1)):
-            ax = fig.add_subplot(cells[1, 1 + s])
+            ax = cell.add_subplot(layout[1, 1 + s])
             ax.imshow(step_weights.numpy(), cmap="Reds", vmin=0, aspect="auto")
-            ax.set_xticks(range(len(panel.words)), panel.words, rotation=90, fontsize=4)
+            ax.set_xticks(range(len(panel.words)), panel.words, rotation=90, fontsize=FONT)
             ax.set_yticks([])
             ax.tick_params(length=0, pad=1)
-            ax.set_ylabel(f"words {s + 1}", fontsize=4, rotation=0, ha="right", va="center")
+            ax.set_ylabel(f"words {s + 1}", fontsize=FONT, rotation=0, ha="right", va="center")
         if panel.channel_weights is not None:
-            ax = fig.add_subplot(cells[0, columns - 1])
+            ax = cell.add_subplot(layout[0, per_question - 1])
             weights = panel.channel_weights.numpy()
             ax.bar(range(len(weights)), weights, width=1.0, color="tab:purple")
-            ax.axhline(1 / len(weights), color="gray", lw=0.5, ls="--")  # uniform weights
-            ax.set_title("channel weights", fontsize=6)
-            ax.tick_params(labelsize=4)
-    legend = (
-        "colour: attention weight per grid cell, one scale per question\n(its bar; cyan line: a uniform map's weight)"
-        "\ncyan outlines: the objects the question is about,\nwith the map's mass on the cells they touch"
-        "\ncandidates: the chosen box solid (green right, red wrong),\nthe correct one dashed"
-    )
-    fig.suptitle(f"head: {head}\n{legend}" if head else legend, fontsize=6, y=1 - 0.05 / height, va="bottom")
+            ax.axhline(1 / len(weights), color="gray", lw=0.8, ls="--")  # uniform weights
+            ax.set_title("channel weights", fontsize=FONT)
+            ax.tick_params(labelsize=FONT)
+    legend = [
+        map_legend(
+            "the objects the question is about (solid, then dashed, in the order of the masses under each map: "
+            "the map's mass on the cells they touch)"
+        )
+    ]
+    if any(p.boxes is not None for p in panels):
+        legend.append("candidate boxes: the chosen one solid (green right, red wrong), the correct one dashed")
+    if words:
+        legend.append("under each map: that hop's weights over the question's words (darker: more)")
+    if head:
+        legend.insert(0, f"head: {head}")
+    fig.suptitle(wrap("\n".join(legend), chars_across(columns * question_width)), fontsize=FONT, x=0.01, ha="left")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=130, bbox_inches="tight")
+    fig.savefig(path, dpi=dpi)
     plt.close(fig)
     return path
