@@ -139,6 +139,21 @@ def test_report_writes_the_run_page_in_the_run_or_in_out(run_dir, tmp_path, caps
     assert "is not a run directory: it has no config.json or metrics.jsonl" in capsys.readouterr().err
 
 
+def test_report_draws_the_figures_of_a_run_that_has_none(tmp_path):
+    out = tmp_path / "run"
+    assert main(["train", "toy", *QUICK, "--out", str(out)]) == 0
+    assert not (out / "figures").exists()
+    assert main(["report", str(out)]) == 0
+    page = (out / "report.html").read_text()
+    assert (out / "figures" / "regions.png").is_file() and 'src="figures/regions.png"' in page
+    assert "The classes the network gives each point of the plane" in page  # a caption in words
+    (out / "figures" / "regions.png").unlink()
+    (out / "checkpoint.pt").unlink()  # nothing to draw from: the page says so, and how
+    assert main(["report", str(out)]) == 0
+    page = (out / "report.html").read_text()
+    assert "No figures yet. The run has no checkpoint to draw from." in page and "foveal show RUN" in page
+
+
 def test_report_marks_an_interrupted_run(tmp_path, capsys):
     out = tmp_path / "run"
     assert main(["train", "toy", *QUICK, "--set", "loop.steps=4", "--set", "loop.log_every=2", "--out", str(out)]) == 0

@@ -154,6 +154,25 @@ def test_out_on_a_file_system_that_refuses_it(tmp_path):
     assert_one_line_error(foveal("train", "toy", *TOY, "--out", "/proc/foveal-run", cwd=tmp_path), "cannot use")
 
 
+def test_a_start_that_fails_leaves_the_run_directory_as_it_was(tmp_path, run):
+    """A data set that is not there fails the start before training: no config.json of a run that never
+    began, and an --overwrite that fails keeps the run it was to replace."""
+    hidden = tmp_path / "hidden"
+    hidden.mkdir()
+    (hidden / "easy_vqa.py").write_text('raise ImportError("not installed here")\n')
+    env = {
+        "PYTHONPATH": os.pathsep.join([str(hidden), os.environ.get("PYTHONPATH", "")]),
+        "FOVEAL_CACHE": str(tmp_path / "cache"),
+    }
+    result = foveal("train", "easy-vqa", "--preset", "quick", "--out", "new", cwd=tmp_path, env=env)
+    assert_one_line_error(result, "pip install easy-vqa")
+    assert not (tmp_path / "new").exists()
+    before = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()}
+    result = foveal("train", "easy-vqa", "--preset", "quick", "--overwrite", "--out", "run", cwd=tmp_path, env=env)
+    assert_one_line_error(result, "pip install easy-vqa")
+    assert {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()} == before
+
+
 def test_a_missing_run_directory_is_named(tmp_path):
     assert_one_line_error(foveal("eval", "nowhere", cwd=tmp_path), "does not exist")
 

@@ -25,7 +25,8 @@ EPILOG = """examples:
   foveal eval runs/toy-quick                      # prints metrics, writes runs/toy-quick/eval.json
   foveal show runs/toy-quick                      # figures into runs/toy-quick/figures/
   foveal report runs/toy-quick                    # the run's page: runs/toy-quick/report.html
-  foveal demo                                     # easy-vqa quick: train, eval, show, report.html
+  foveal demo                                     # every shipped model's figures on one page: runs/demo/index.html
+  foveal demo --train                             # easy-vqa quick: train, eval, show, report.html
   torchrun --nproc_per_node=2 -m foveal train toy --preset quick   # data-parallel (gloo on CPU)
 """
 
@@ -117,10 +118,12 @@ def _parser() -> argparse.ArgumentParser:
         "report",
         help="write a run's page (how it was made, metrics, curves, figures, config) to RUN/report.html",
         description="Write RUN's page: how the run was made and how far it got, its final metrics, a curve of "
-        "every logged metric, its figures (draw them first with `foveal show RUN`) and its config.",
+        "every metric logged more than once, its figures and its config. A trained run without figures has them "
+        "drawn first (as `foveal show RUN` does) where its data are on this machine; otherwise the page says why.",
     )
     o.add_argument("run", help="a run directory")
     o.add_argument("--out", metavar="DIR", help="where the page and its curves go (default: RUN)")
+    o.add_argument("--threads", type=int, help="torch intra-op threads to draw figures (default: the run's config)")
 
     d = sub.add_parser(
         "demo",
@@ -289,9 +292,9 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from foveal.viz.report import write_report
+    from foveal.runs import report_run
 
-    print(write_report(args.run, out=args.out))
+    print(report_run(args.run, out=args.out, threads=args.threads))
     return 0
 
 

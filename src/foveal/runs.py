@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from foveal.errors import FovealError
+from foveal.errors import DataUnavailableError, FovealError
 from foveal.recipes import load_all
 from foveal.recipes.base import Recipe, RunConfig, Task
 from foveal.recipes.config import (
@@ -104,11 +104,13 @@ def prepare_run(
     out: str | Path | None = None,
     resume: bool = False,
     overwrite: bool = False,
+    save: bool = True,
 ) -> tuple[Path, Recipe, str | None, RunConfig]:
     """Resolve and save the config of a new or resumed run; returns ``(run_dir, recipe, preset, config)``.
 
     A resumed run starts from its saved config, then applies ``config_file``, ``sets``, ``seed``
     and ``threads``; the result may differ from the saved one only in :data:`RESUMABLE_CHANGES`.
+    With ``save=False`` nothing is written (nor an overwritten run cleared): :func:`begin_run` does it.
     """
     recipe = get_recipe(recipe_name)
     run_dir = Path(out) if out is not None else default_run_dir(recipe_name, preset)
@@ -139,11 +141,17 @@ def prepare_run(
         config = resolve_config(recipe, preset, config_file, sets, seed, threads)
         if RunDir(run_dir).checkpoint.is_file() and not overwrite:
             raise FovealError(f"{run_dir} already holds a run; pass --resume to continue it, --overwrite, or --out NEW")
-        if overwrite and is_main():
-            RunDir(run_dir).clear()
-    if is_main():
-        save_run_config(run_dir, recipe_name, preset, config)
+    if save:
+        begin_run(run_dir, recipe_name, preset, config, clear=overwrite and not resume)
     return run_dir, recipe, preset, config
+
+
+def begin_run(run_dir: Path, recipe_name: str, preset: str | None, config: RunConfig, clear: bool = False) -> None:
+    """Write the run's ``config.json`` (after removing what an earlier run wrote there, with ``clear``)."""
+    if is_main():
+        if clear:
+            RunDir(run_dir).clear()
+        save_run_config(run_dir, recipe_name, preset, config)
 
 
 def start_run(
@@ -165,10 +173,13 @@ def start_run(
     as what made the run (the command line does it; a resumed run keeps its first command).
     """
     run_dir, recipe, preset, config = prepare_run(
-        recipe_name, preset, config_file, sets, seed, threads, out, resume, overwrite
+        recipe_name, preset, config_file, sets, seed, threads, out, resume, overwrite, save=False
     )
     seed_everything(config.seed)
     task = recipe.build(config)
+    # Only a task that was built makes a run: a start that failed (missing data, an option the model
+    # refuses) leaves the directory as it found it.
+    begin_run(run_dir, recipe_name, preset, config, clear=overwrite and not resume)
     started, cpu = time.time(), _cpu_seconds()
     try:
         metrics = train(task, config, run_dir, resume=resume)
@@ -278,6 +289,28 @@ def show_run(run: str | Path | Run, threads: int | None = None, out: str | Path 
         paths = list(run.task.show(model, run.task.eval_set, Path(out) if out is not None else RunDir(run.dir).figures))
     log_figures(RunDir(run.dir), paths, run.config.loop.steps)
     return paths
+
+
+def report_run(run_dir: str | Path, out: str | Path | None = None, threads: int | None = None) -> Path:
+    """Write the run's page (:func:`foveal.viz.report.write_report`), first drawing its figures into
+    ``RUN/figures/`` if it has none and can: a trained run of a recipe that draws, whose data are on this
+    machine. Where it cannot, the page says why and how to draw them."""
+    from foveal.viz.report import IMAGE_SUFFIXES, write_report
+
+    run = RunDir(run_dir)
+    note = None
+    drawn = run.figures.is_dir() and any(p.suffix.lower() in IMAGE_SUFFIXES for p in run.figures.glob("**/*"))
+    if not drawn and run.config.is_file():
+        if not run.checkpoint.is_file():
+            note = "The run has no checkpoint to draw from"
+        else:
+            try:
+                show_run(run.path, threads=threads)
+            except DataUnavailableError as e:
+                note = f"Its data are not on this machine ({e})"
+            except FovealError as e:
+                note = str(e)[:1].upper() + str(e)[1:]
+    return write_report(run.path, out=out, figures_note=note)
 
 
 def export_run(run: str | Path | Run, path: str | Path) -> Path:

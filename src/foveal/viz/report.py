@@ -11,6 +11,7 @@ import html
 import json
 import math
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +20,8 @@ from typing import TYPE_CHECKING, Any, TypedDict
 from foveal.errors import FovealError
 from foveal.specs import flatten
 from foveal.train.run_dir import RunDir
-from foveal.viz._mpl import pyplot
+from foveal.viz._mpl import PAGE_WIDTH_PX, pyplot
+from foveal.viz.metric_names import describe_metric, format_metric, in_words
 
 if TYPE_CHECKING:
     from matplotlib.typing import LineStyleType, MarkerType
@@ -27,14 +29,15 @@ if TYPE_CHECKING:
 IMAGE_SUFFIXES = (".png", ".gif", ".jpg", ".jpeg")
 NOT_METRICS = {"step", "time", "split"}
 
-STYLE = """
-body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
-h1{margin-bottom:.2em}h2{border-bottom:1px solid #ddd;padding-bottom:.2em;margin-top:1.6em}
-table{border-collapse:collapse;margin:.5em 0}th,td{border:1px solid #ccc;padding:2px 8px;text-align:left}
-th{background:#f5f5f5;font-weight:600}figure{display:inline-block;margin:0 1em 1em 0;vertical-align:top}
-img{max-width:100%;border:1px solid #eee}figcaption{font-size:.85em;color:#555}
-.muted{color:#666}section{margin-bottom:2em}
-.warn{background:#fff3f3;border-left:4px solid #b00000;padding:.5em 1em}
+STYLE = f"""
+body{{font-family:system-ui,sans-serif;max-width:{PAGE_WIDTH_PX}px;margin:2em auto;padding:0 1em;color:#222}}
+h1{{margin-bottom:.2em}}h2{{border-bottom:1px solid #ddd;padding-bottom:.2em;margin-top:1.6em}}
+table{{border-collapse:collapse;margin:.5em 0}}th,td{{border:1px solid #ccc;padding:2px 8px;text-align:left}}
+th{{background:#f5f5f5;font-weight:600}}figure{{display:inline-block;margin:0 1em 1em 0;vertical-align:top}}
+img{{max-width:100%;border:1px solid #eee}}figcaption{{font-size:.85em;color:#555;max-width:60em}}
+.muted{{color:#666}}section{{margin-bottom:2em}}th .muted{{font-weight:400;font-size:.85em}}
+.warn{{background:#fff3f3;border-left:4px solid #b00000;padding:.5em 1em}}
+.note{{background:#f5f8ff;border-left:4px solid #4a6fd0;padding:.5em 1em}}
 """
 
 
@@ -131,17 +134,33 @@ def plot_curves(events: Sequence[dict[str, Any]], path: Path, progress: Progress
     return path
 
 
-def curves_figure(events: Sequence[dict[str, Any]], progress: Progress | None = None) -> Any:
-    """Every logged metric against the step, one panel each; None if nothing was logged.
+def _points(events: Sequence[dict[str, Any]], split: str, name: str) -> list[tuple[int, float]]:
+    return [(e["step"], e[name]) for e in events if e.get("split") == split and _number(e.get(name))]
 
-    Training windows are a solid line, evaluations dashed with dots in another colour, named by one
-    legend; a panel's y-axis spans at least 10% of its values' size, so noise stays small; an
-    unfinished ``progress`` is written over the panels and the configured last step marked on each.
-    """
-    splits = [split for split in SERIES if any(e.get("split") == split for e in events)]
+
+def curve_names(events: Sequence[dict[str, Any]]) -> tuple[list[str], list[str]]:
+    """The logged metrics split in two: those with a curve (a series of two points or more), and those
+    logged once per series, which a table shows better than a panel with a dot."""
     names = sorted(
         {k for e in events if e.get("split") in SERIES for k, v in e.items() if k not in NOT_METRICS and _number(v)}
     )
+    curves = [n for n in names if any(len(_points(events, split, n)) > 1 for split in SERIES)]
+    return curves, [n for n in names if n not in curves]
+
+
+def curves_figure(events: Sequence[dict[str, Any]], progress: Progress | None = None) -> Any:
+    """Every metric logged more than once against the step, one panel each; None if there is none.
+
+    Training windows are a solid line, evaluations dashed with dots in another colour, named by one
+    legend; each panel is titled with the metric's name and unit (:mod:`foveal.viz.metric_names`); a
+    panel's y-axis spans at least 10% of its values' size, so noise stays small; an unfinished
+    ``progress`` is written over the panels and the configured last step marked on each. A metric
+    logged once (:func:`curve_names`) has no panel.
+    """
+    from matplotlib.ticker import MaxNLocator, ScalarFormatter
+
+    splits = [split for split in SERIES if any(e.get("split") == split for e in events)]
+    names, _ = curve_names(events)
     if not names:
         return None
     plt = pyplot()
@@ -153,8 +172,9 @@ def curves_figure(events: Sequence[dict[str, Any]], progress: Progress | None = 
     unfinished = progress if progress is not None and not progress.finished else None
     for ax, name in zip(axes.flat, names, strict=False):
         values: list[float] = []
+        metric = describe_metric(name)
         for split in splits:
-            points = [(e["step"], e[name]) for e in events if e.get("split") == split and _number(e.get(name))]
+            points = [(step, value * metric.scale) for step, value in _points(events, split, name)]
             if points:
                 style = SERIES[split]
                 ax.plot(
@@ -168,17 +188,21 @@ def curves_figure(events: Sequence[dict[str, Any]], progress: Progress | None = 
         log = (name in ("loss", "lr") or name.startswith(("nll", "neg_elbo"))) and all(v > 0 for v in values)
         if log:
             ax.set_yscale("log")
+            if values and max(values) / min(values) < 10:  # within a decade: plain numbers, not powers of ten
+                ax.yaxis.set_major_formatter(ScalarFormatter())
+                ax.yaxis.set_minor_formatter(ScalarFormatter())
         else:
             ax.ticklabel_format(axis="y", useOffset=False)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole
         limits = _unmagnified_limits(values, log) if values else None
         if limits is not None:
             ax.set_ylim(*limits)
         if unfinished is not None and unfinished.steps:
             ax.axvline(unfinished.steps, color="#999999", linestyle=":", linewidth=1)
             ax.set_xlim(right=unfinished.steps * 1.03)
-        ax.set_title(name, fontsize=10)
+        ax.set_title(metric.label, fontsize=10)
         ax.grid(alpha=0.3)
-        ax.tick_params(labelsize=8)
+        ax.tick_params(which="both", labelsize=8)
     for ax in list(axes.flat)[len(names) :]:
         ax.axis("off")
     for i, ax in enumerate(axes.flat[: len(names)]):
@@ -226,11 +250,84 @@ def table(rows: dict[str, Any]) -> str:
     return f"<table>{body}</table>"
 
 
+def metrics_table(metrics: dict[str, Any]) -> str:
+    """An HTML table of metrics: each one's name in words with its unit, its logged key, and its value in
+    that unit (:mod:`foveal.viz.metric_names`)."""
+    rows = []
+    for key, value in metrics.items():
+        name = html.escape(describe_metric(key).name)
+        shown = html.escape(format_metric(key, value)) if _number(value) else _cell(value)
+        rows.append(f"<tr><th>{name} <span class='muted'>{html.escape(key)}</span></th><td>{shown}</td></tr>")
+    return f"<table>{''.join(rows)}</table>"
+
+
+def once_table(events: Sequence[dict[str, Any]], names: Sequence[str]) -> str:
+    """An HTML table of the metrics logged once per series: name, and each series' value with its step."""
+    rows = {}
+    for name in names:
+        cells = [
+            f"{split} at step {step}: {format_metric(name, value)}"
+            for split in SERIES
+            for step, value in _points(events, split, name)
+        ]
+        rows[name] = "; ".join(cells)
+    body = "".join(
+        f"<tr><th>{html.escape(describe_metric(k).name)} <span class='muted'>{html.escape(k)}</span></th>"
+        f"<td>{html.escape(v)}</td></tr>"
+        for k, v in rows.items()
+    )
+    return f"<table>{body}</table>"
+
+
+# What each figure a recipe's ``show`` draws shows, by file name.
+CAPTIONS = {
+    "attention.png": "Test questions, each with its picture and, beside it, where each attention hop looks: "
+    "the object is outlined and the share of the map on it is above the map.",
+    "vqa-family.png": "One test question per template: the picture (a pointing question with its candidate "
+    "boxes), each hop's map with the objects the question is about outlined and the share of the map on each, "
+    "and the weights over the question's words and the channels where the head has them.",
+    "shapes-two-hop.png": "Two-hop questions: each hop's map with the named object, the one found first and "
+    "the answer's outlined, and the share of each hop's map on each.",
+    "transformer.png": "Test images with the box the spatial transformer chooses (top row) and the warped "
+    "image the classifier sees (bottom row).",
+    "glimpses.png": "The glimpses the recurrent attention model takes on test canvases, in order, and its answer.",
+    "generation.png": "Images DRAW generates from noise: its canvas at each step, with its write window.",
+    "generation.gif": "The same generation, animated step by step.",
+    "reconstruction.png": "Test images as DRAW redraws them step by step, with its read and write windows; "
+    "the last column is the image itself.",
+    "regions.png": "The classes the network gives each point of the plane, with the test points.",
+}
+NTM_EXAMPLE = re.compile(r"ntm-(.+)\.png")
+
+
+def caption_of(path: Path) -> str:
+    """A sentence that says what the figure at ``path`` shows, from its file name (the name itself if unknown).
+
+    Example:
+        >>> caption_of(Path("figures/ntm-len40.png"))[:50]
+        'The NTM on a sequence of length 40: its inputs, it'
+    """
+    if path.name in CAPTIONS:
+        return CAPTIONS[path.name]
+    if match := NTM_EXAMPLE.fullmatch(path.name):
+        what = "an example from its training range" if match[1] == "example" else f"a sequence of {in_words(match[1])}"
+        return (
+            f"The NTM on {what}: its inputs, its outputs under the targets, where its heads write and read at "
+            "each step, and the memory at the end."
+        )
+    return path.name
+
+
 def figure(path: Path, page_dir: Path, caption: str | None = None) -> str:
-    """An ``<img>`` of ``path`` linked relative to the page's directory."""
+    """An ``<img>`` of ``path`` linked relative to the page's directory, captioned by ``caption`` or
+    :func:`caption_of` with the file's name."""
     src = Path(os.path.relpath(path, page_dir)).as_posix()
-    text = html.escape(caption or path.name)
-    return f'<figure><img src="{html.escape(src)}" alt="{text}" loading="lazy"><figcaption>{text}</figcaption></figure>'
+    text = html.escape(caption or caption_of(path))
+    name = f" <span class='muted'>({html.escape(path.name)})</span>" if caption is None and text != path.name else ""
+    return (
+        f'<figure><img src="{html.escape(src)}" alt="{text}" loading="lazy">'
+        f"<figcaption>{text}{name}</figcaption></figure>"
+    )
 
 
 def page(title: str, body: Sequence[str]) -> str:
@@ -239,10 +336,23 @@ def page(title: str, body: Sequence[str]) -> str:
     return "\n".join([head, f"<style>{STYLE}</style></head><body>", *body, "</body></html>\n"])
 
 
-def write_report(run_dir: str | Path, out: str | Path | None = None) -> Path:
+# The run record's keys (``run.json``) as the page names them.
+RUN_FIELDS = {
+    "seconds": "wall time (s)",
+    "cpu_seconds": "CPU time (s, every thread)",
+    "parts": "parts (a resumed run adds one)",
+    "threads": "torch threads",
+}
+
+
+def write_report(run_dir: str | Path, out: str | Path | None = None, figures_note: str | None = None) -> Path:
     """Write the run's page: how it was made and how far it got, final metrics, every curve, the figures,
     the config. It goes to ``RUN/report.html`` with ``RUN/curves.png``, or with ``out`` to
-    ``OUT/report.html`` and ``OUT/curves.png`` (the figures stay in the run, linked by relative path)."""
+    ``OUT/report.html`` and ``OUT/curves.png`` (the figures stay in the run, linked by relative path).
+
+    Metrics are named in words with their units; one logged once is a table row rather than a curve.
+    Without figures in ``RUN/figures/`` the page says so, with ``figures_note`` (why none were drawn)
+    or how to draw them (``foveal report`` draws them itself where it can)."""
     from foveal.train.checkpoint import write_text_atomic
 
     run = RunDir(run_dir)
@@ -263,17 +373,33 @@ def write_report(run_dir: str | Path, out: str | Path | None = None) -> Path:
             f"<p class='warn'><strong>Unfinished run</strong>: {html.escape(progress.describe())}. The curves and "
             f"metrics below are those of the last logged step; <code>{html.escape(hint)}</code> continues it.</p>"
         )
-    body += ["<h2>Run</h2>", table({"status": progress.describe(), **info})]
+    body += [
+        "<h2>Run</h2>",
+        table({"status": progress.describe(), **{RUN_FIELDS.get(k, k): v for k, v in info.items()}}),
+    ]
     metrics = final_metrics(run.path, events)
     if metrics:
-        body += ["<h2>Final metrics</h2>" if progress.finished else "<h2>Last metrics</h2>", table(metrics)]
+        body += ["<h2>Final metrics</h2>" if progress.finished else "<h2>Last metrics</h2>", metrics_table(metrics)]
+    _, once = curve_names(events)
+    # an evaluation logged once, at the end, is already a row of the metrics above
+    once = [n for n in once if n not in metrics or _points(events, "train", n)]
     curves = plot_curves(events, page_dir / run.curves.name, progress)
     if curves is not None:
-        caption = "every logged metric against the step: training windows (line) and evaluations (dashed, dots)"
+        caption = "every metric logged more than once against the step: training windows (line) and evaluations "
+        caption += "(dashed, dots)" + ("; the metrics logged once are in the tables" if once or metrics else "")
         body += ["<h2>Curves</h2>", figure(curves, page_dir, caption)]
+    if once:
+        body += ["<h2>Logged once</h2>", once_table(events, once)]
     figures = sorted(p for p in run.figures.glob("**/*") if p.suffix.lower() in IMAGE_SUFFIXES)
+    body.append("<h2>Figures</h2>")
     if figures:
-        body += ["<h2>Figures</h2>", *(figure(p, page_dir) for p in figures)]
+        body += [figure(p, page_dir) for p in figures]
+    else:
+        why = f"{figures_note}. " if figures_note else ""
+        body.append(
+            f"<p class='note'>No figures yet. {html.escape(why)}<code>foveal show RUN</code> draws them into "
+            "<code>RUN/figures/</code>, and <code>foveal report RUN</code> then shows them here.</p>"
+        )
     if record:
         body += ["<h2>Config</h2>", table(flatten(record.get("config", {})))]
     return write_text_atomic(page(f"foveal: {title}", body), page_dir / run.report.name)
@@ -299,7 +425,7 @@ def write_gallery(path: Path, title: str, intro: str, sections: Sequence[Gallery
     for i, section in enumerate(sections):
         body += [f'<section id="s{i}"><h2>{html.escape(section.title)}</h2><p>{html.escape(section.text)}</p>']
         if section.metrics:
-            body.append(table(section.metrics))
+            body.append(metrics_table(section.metrics))
         body += [figure(p, path.parent) for p in section.figures]
         if section.details:
             body += ["<details><summary class='muted'>how it was made</summary>", table(section.details), "</details>"]
