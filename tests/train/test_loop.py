@@ -166,3 +166,25 @@ def test_resumed_log_drops_events_after_the_checkpoint(tmp_path):
     (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(e) + "\n" for e in lines))
     MetricsLog(tmp_path, total_steps=40, start_step=20).close()
     assert [e["step"] for e in read_metrics(tmp_path)] == [10, 20]
+
+
+def test_progress_lines_give_the_time_so_far_and_the_time_left(tmp_path, capsys, monkeypatch):
+    from foveal.train import metrics
+
+    now = [100.0]
+    monkeypatch.setattr(metrics.time, "monotonic", lambda: now[0])
+    log = metrics.MetricsLog(tmp_path / "fresh", total_steps=100, start_step=0)
+    now[0] = 130.0  # 10 steps in 30 s: 3 s a step, 90 to go
+    log.event(10, "train", {"loss": 0.5})
+    now[0] = 400.0
+    log.event(100, "eval", {"acc": 0.9})
+    log.close()
+    resumed = metrics.MetricsLog(tmp_path / "resumed", total_steps=100, start_step=50)
+    now[0] = 420.0  # this part's 10 steps in 20 s, 40 to go
+    resumed.event(60, "train", {"loss": 0.25})
+    resumed.close()
+    assert capsys.readouterr().err.splitlines() == [
+        "step 10/100 train: loss=0.5 [30s, ~4m30s left]",
+        "step 100/100 eval: acc=0.9 [5m00s]",
+        "step 60/100 train: loss=0.25 [20s, ~1m20s left]",
+    ]

@@ -26,17 +26,35 @@ def _fmt(values: dict[str, float]) -> str:
     return " ".join(f"{k}={v:.4g}" for k, v in values.items())
 
 
+def duration(seconds: float) -> str:
+    """A short wall time: ``45s``, ``4m05s``, ``2h03m``.
+
+    Example:
+        >>> duration(45.2), duration(245), duration(7390)
+        ('45s', '4m05s', '2h03m')
+    """
+    seconds = round(seconds)
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+
+
 class MetricsLog:
     """One log for one run; only rank 0 makes one with ``enabled=True``.
 
     Each event is one JSON object ``{"step", "time", "split", **metrics}`` appended to
-    ``metrics.jsonl``; ``time`` is seconds since the run (or the resumed part) started.
+    ``metrics.jsonl``; ``time`` is seconds since the run (or the resumed part) started. Without a
+    terminal (a log file, CI) each event is also a line ``step N/TOTAL SPLIT: metrics [elapsed, ~left]``,
+    the time left being the mean wall time per step so far, evaluations included, times the steps to go.
     """
 
     def __init__(self, run: RunDir | str | Path, total_steps: int, start_step: int, enabled: bool = True) -> None:
         run = RunDir(run)
         self.enabled = enabled
         self.start = time.monotonic()
+        self.total_steps, self.start_step = total_steps, start_step
         self.path = run.metrics
         self.tty = sys.stderr.isatty()
         self.bar: tqdm | None = None
@@ -79,7 +97,19 @@ class MetricsLog:
             else:
                 self.bar.write(f"step {step} {split}: {_fmt(values)}")
         else:
-            print(f"step {step} {split}: {_fmt(values)}", file=sys.stderr, flush=True)
+            print(
+                f"step {step}/{self.total_steps} {split}: {_fmt(values)} {self.clock(step)}",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    def clock(self, step: int) -> str:
+        """``[elapsed, ~left]`` at ``step``: the time left from the mean wall time of this part's steps."""
+        elapsed = time.monotonic() - self.start
+        done = step - self.start_step
+        if done <= 0 or step >= self.total_steps:
+            return f"[{duration(elapsed)}]"
+        return f"[{duration(elapsed)}, ~{duration(elapsed / done * (self.total_steps - step))} left]"
 
     def hparams(self, config: dict[str, Any], metrics: dict[str, float]) -> None:
         """Record the run's settings beside its final metrics (TensorBoard's HParams tab)."""
