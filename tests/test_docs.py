@@ -121,6 +121,22 @@ def _api_reference_script():
     return module
 
 
+def test_the_api_reference_gives_a_docstring_s_whole_first_paragraph() -> None:
+    script = _api_reference_script()
+
+    def documented() -> None:
+        """Draw the run's figures into ``RUN/figures/``,
+        then write its page (:func:`foveal.runs.show_run`).
+
+        Args:
+            nothing: not part of the summary.
+        """
+
+    summary = "Draw the run's figures into ``RUN/figures/``, then write its page (`foveal.runs.show_run`)."
+    assert script.summary(documented) == summary
+    assert script.paragraph("One.\nTwo, :func:`f` and :class:`~a.B`.\n\nThree.") == "One. Two, `f` and `a.B`."
+
+
 def test_the_api_reference_is_current(tmp_path, monkeypatch, capsys) -> None:
     import foveal
 
@@ -128,11 +144,11 @@ def test_the_api_reference_is_current(tmp_path, monkeypatch, capsys) -> None:
     script = _api_reference_script()
     text = script.reference()
     assert (ROOT / "docs" / "api.md").read_text() == text, "docs/api.md is stale: run python scripts/api_reference.py"
-    for name in foveal.__all__:  # every public name, with its signature and docstring's first line
+    for name in foveal.__all__:  # every public name, with its signature and its docstring's first paragraph
         obj = getattr(foveal, name)
         if callable(obj):
             line = next(line for line in text.splitlines() if line.startswith(f"- `{name}("))
-            assert script.first_line(obj) in line
+            assert script.summary(obj) in line
     stale = tmp_path / "api.md"
     stale.write_text(text.replace("## foveal.attention\n", "## foveal.attention (old)\n"))
     monkeypatch.setattr(script, "API", stale)
