@@ -7,7 +7,7 @@ import torch
 from torch import nn
 from torch.testing import assert_close
 
-from foveal import GaussianRead, GaussianWrite, SpatialTransformer, record_maps
+from foveal import GaussianRead, GaussianWrite, record_maps
 from foveal.glimpse.sampler import affine_grid
 from foveal.models.draw import DRAW
 from foveal.models.ntm import NTM
