@@ -175,3 +175,13 @@ def test_every_results_row_says_how_to_make_it_again(path):
     for number, row in enumerate(read_results(path), 1):
         missing = [key for key in ("seed", "commit", "command") if key not in row]
         assert not missing, f"{path.name}, row {number}: no {', '.join(missing)}"
+
+
+def test_a_preset_s_own_rows_are_kept_apart_from_its_variations():
+    rows = [
+        {"sets": {}, "seed": 0, "metrics": {"cpu_s": 100.0}},
+        {"sets": {}, "seed": 1, "metrics": {"cpu_s": 120.0}},
+        {"sets": {"loop.lr": "0.1"}, "seed": 0, "metrics": {"cpu_s": 900.0}},
+    ]
+    table = results_table(rows, "cpu_s@preset")
+    assert "110.000 | 100.000-120.000 | 0, 1" in table and "900" not in table

@@ -338,9 +338,16 @@ def comparison_table(rows: Sequence[dict[str, Any]], metric: str, key: str, base
 
 def results_table(rows: Sequence[dict[str, Any]], metric: str) -> str:
     """The docs table of a results file: :func:`speed_table` for a benchmark's rows, :func:`comparison_table` for
-    a metric written ``M:KEY=BASE/NEW`` (``error:model.name=cnn/stcnn``), else :func:`markdown_table`."""
+    a metric written ``M:KEY=BASE/NEW`` (``error:model.name=cnn/stcnn``), else :func:`markdown_table`.
+
+    ``M@preset`` keeps only the rows that ran a preset as it is, with no other setting: a preset's cost
+    (``cpu_s@preset``) or its own scores, apart from the variations a file also holds.
+    """
     if rows and all("case" in row for row in rows):
         return speed_table(rows)
+    if metric.endswith("@preset"):
+        metric = metric.removesuffix("@preset")
+        rows = [row for row in rows if not row["sets"]]
     if ":" in metric:
         name, _, comparison = metric.partition(":")
         key, _, sides = comparison.partition("=")
