@@ -83,3 +83,68 @@ def test_vqa_family_figure_text_is_readable(smallest_text, tmp_path, hops: int) 
     ]
     vqa_family_figure(panels, tmp_path / "f.png", grid=(7, 7), extent=70, head="stacked")
     assert smallest_text[0] >= MIN_TEXT_PX
+
+
+@pytest.fixture
+def smallest_pil_text(monkeypatch) -> list[float]:
+    """For each PNG PIL saves while the test runs, the height in pixels of its smallest drawn font where a
+    page shows it: the font's size (its em, in pixels, as matplotlib's is) times the page's scale."""
+    from PIL import Image, ImageDraw
+
+    heights: list[float] = []
+    drawn: list[float] = []
+    save, text = Image.Image.save, ImageDraw.ImageDraw.text
+
+    def draw_text(self, xy, words, *args, **kwargs):
+        if str(words).strip():
+            font = kwargs.get("font") or self.getfont()
+            drawn.append(font.size)
+        return text(self, xy, words, *args, **kwargs)
+
+    def measured(self, fp, *args, **kwargs):
+        save(self, fp, *args, **kwargs)
+        if str(fp).endswith(".png"):
+            heights.append(min(drawn) * min(1.0, PAGE_WIDTH_PX / self.width))
+        drawn.clear()
+
+    monkeypatch.setattr(Image.Image, "save", measured)
+    monkeypatch.setattr(ImageDraw.ImageDraw, "text", draw_text)
+    return heights
+
+
+def test_the_pil_measure_can_fail(smallest_pil_text, tmp_path) -> None:
+    from PIL import Image, ImageDraw, ImageFont
+
+    picture = Image.new("RGB", (2 * PAGE_WIDTH_PX, 40))
+    ImageDraw.Draw(picture).text((4, 4), "small", font=ImageFont.load_default(size=10))
+    picture.save(tmp_path / "wide.png")  # the page halves it
+    assert smallest_pil_text == [pytest.approx(5.0)]
+
+
+def test_draw_legend_under_a_sheet_wider_than_the_page_is_readable(smallest_pil_text, tmp_path) -> None:
+    from PIL import Image
+
+    from foveal.viz.draw import READ_COLOUR, WRITE_COLOUR, with_legend
+
+    sheet = Image.new("RGB", (3 * PAGE_WIDTH_PX, 100))
+    with_legend(sheet, [("read window", READ_COLOUR), ("write window", WRITE_COLOUR)], "rows: test images").save(
+        tmp_path / "wide.png"
+    )
+    assert smallest_pil_text[0] >= MIN_TEXT_PX
+
+
+@pytest.mark.parametrize("name", ["stn", "ram", "ntm-copy"])
+def test_shipped_model_figure_text_is_readable(smallest_text, tmp_path, name: str) -> None:
+    from foveal.demo import draw_model
+
+    paths = draw_model(name, tmp_path)
+    assert len(smallest_text) == len(paths)
+    assert min(smallest_text) >= MIN_TEXT_PX, smallest_text
+
+
+def test_draw_figure_legend_is_readable(smallest_pil_text, tmp_path) -> None:
+    from foveal.demo import draw_model
+
+    paths = draw_model("draw", tmp_path)
+    assert len(smallest_pil_text) == sum(p.suffix == ".png" for p in paths) == 2
+    assert min(smallest_pil_text) >= MIN_TEXT_PX, smallest_pil_text

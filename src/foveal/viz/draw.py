@@ -12,6 +12,7 @@ Convention:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
@@ -24,6 +25,7 @@ from foveal._checks import check_shape
 from foveal.attention import record_maps
 from foveal.errors import FovealError
 from foveal.models.draw import DRAW
+from foveal.viz._mpl import FIGURE_DPI, FONT, PAGE_WIDTH_PX
 
 WRITE_COLOUR = (230, 40, 40)
 READ_COLOUR = (40, 200, 60)
@@ -93,35 +95,60 @@ def grid(
     return sheet
 
 
+def legend_size(width: int) -> int:
+    """The legend's font size, in pixels, for a picture ``width`` pixels wide: the matplotlib figures' text
+    (:data:`~foveal.viz._mpl.FONT` at :data:`~foveal.viz._mpl.FIGURE_DPI`) where the page shows it, so
+    larger on a picture wider than the page, which the page scales down.
+
+    Example:
+        >>> legend_size(800), legend_size(2 * PAGE_WIDTH_PX)
+        (12, 23)
+    """
+    return math.ceil(FONT * FIGURE_DPI / 72 * max(1.0, width / PAGE_WIDTH_PX))
+
+
 def with_legend(sheet: Image.Image, entries: Sequence[tuple[str, tuple[int, int, int]]], note: str = "") -> Image.Image:
     """``sheet`` with a strip under it: the grey scale's bar (a pixel's probability, 0 black to 1 white), a
-    swatch and name per box colour in ``entries``, and ``note``.
+    swatch and name per box colour in ``entries``, and ``note``, in a font of :func:`legend_size`.
 
     Example:
         >>> sheet = Image.new("RGB", (200, 60))
         >>> with_legend(sheet, [("write window", WRITE_COLOUR)]).size[1] > 60
         True
     """
-    font = ImageFont.load_default()
-    line = 14
-    width = max(sheet.width, 420)
+    scale_label = "1: a pixel's probability of being on"
+    size = legend_size(sheet.width)
+    font = ImageFont.load_default(size=size)
+
+    def length(text: str) -> int:
+        return math.ceil(font.getlength(text))
+
+    line, gap, bar = round(1.4 * size), size // 2, 9 * size
+    side = size - size // 5  # the bar and the swatches as high as a capital letter
+    needed = max(
+        4 * gap + length("0") + bar + length(scale_label),
+        gap + sum(side + 3 * gap + length(name) for name, _ in entries),
+        2 * gap + length(note),
+    )
     rows = 2 + bool(note)
-    out = Image.new("RGB", (width, sheet.height + rows * line + 8), (255, 255, 255))
+    out = Image.new("RGB", (max(sheet.width, needed), sheet.height + rows * line + gap), (255, 255, 255))
     out.paste(sheet, (0, 0))
     draw = ImageDraw.Draw(out)
-    y = sheet.height + 4
-    for x in range(100):  # the grey levels, black (0) to white (1)
-        draw.line([(44 + x, y + 2), (44 + x, y + 10)], fill=(round(x * 2.55),) * 3)
-    draw.rectangle([44, y + 2, 143, y + 10], outline=(0, 0, 0))
-    draw.text((4, y), "0", fill=(0, 0, 0), font=font)
-    draw.text((150, y), "1: a pixel's probability of being on", fill=(0, 0, 0), font=font)
-    x = 4
+    y = sheet.height + gap // 2
+    top = y + size // 5
+    left = 2 * gap + length("0")
+    for x in range(bar):  # the grey levels, black (0) to white (1)
+        draw.line([(left + x, top), (left + x, top + side)], fill=(round(x * 255 / (bar - 1)),) * 3)
+    draw.rectangle([left, top, left + bar - 1, top + side], outline=(0, 0, 0))
+    draw.text((gap, y), "0", fill=(0, 0, 0), font=font)
+    draw.text((left + bar + gap, y), scale_label, fill=(0, 0, 0), font=font)
+    x = gap
     for name, colour in entries:
-        draw.rectangle([x, y + line + 2, x + 10, y + line + 10], outline=colour, width=2)
-        draw.text((x + 14, y + line), name, fill=(0, 0, 0), font=font)
-        x += 24 + round(draw.textlength(name, font=font))
+        draw.rectangle([x, top + line, x + side, top + line + side], outline=colour, width=max(2, size // 6))
+        draw.text((x + side + gap, y + line), name, fill=(0, 0, 0), font=font)
+        x += side + 3 * gap + length(name)
     if note:
-        draw.text((4, y + 2 * line), note, fill=(0, 0, 0), font=font)
+        draw.text((gap, y + 2 * line), note, fill=(0, 0, 0), font=font)
     return out
 
 
@@ -173,6 +200,28 @@ def pick_steps(T: int, most: int = 16) -> list[int]:
     return sorted({round(i * (T - 1) / (most - 1)) for i in range(most)})
 
 
+def page_layout(
+    T: int, width: int, *, pad: int = 2, most_steps: int = 16, most_scale: int = 3
+) -> tuple[list[int], int]:
+    """The steps to show of ``T`` (:func:`pick_steps`) and the scale for :func:`grid`, so that a row of those
+    steps and one more cell (the target) of pictures ``width`` pixels wide fits the page unscaled: the
+    largest scale up to ``most_scale`` at which all of up to ``most_steps`` steps fit, else as many steps as
+    fit at scale 1.
+
+    Example:
+        >>> page_layout(16, 28)  # MNIST: 17 cells of 58 pixels, where 86 would not fit
+        ([0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15], 2)
+        >>> steps, scale = page_layout(64, 100); len(steps), scale
+        (9, 1)
+    """
+    steps = pick_steps(T, most_steps)
+    for scale in range(most_scale, 0, -1):
+        if (len(steps) + 1) * (width * scale + pad) + pad <= PAGE_WIDTH_PX:
+            return steps, scale
+    columns = (PAGE_WIDTH_PX - pad) // (width + pad)
+    return pick_steps(T, max(2, columns - 1)), 1
+
+
 class ImageSet(Protocol):
     """A data set that holds its images as one tensor ``images``, ``(N, C, H, W)``."""
 
@@ -201,7 +250,7 @@ def show_draw(
     device = next(model.parameters()).device
     figures_dir.mkdir(parents=True, exist_ok=True)
     generator = torch.Generator(device=device).manual_seed(seed)
-    steps = pick_steps(model.steps, 16)
+    steps, scale = page_layout(model.steps, model.image_size[1])
     paths = []
 
     with record_maps(model) as looked:  # the windows, as a user asks for them
@@ -209,7 +258,9 @@ def show_draw(
     write_boxes = [(looked["write_boxes"], WRITE_COLOUR)] if "write_boxes" in looked else []
     rows = min(samples, 8)
     strip = grid(
-        gen.canvases[steps, :rows].transpose(0, 1), [(b[steps, :rows].transpose(0, 1), c) for b, c in write_boxes]
+        gen.canvases[steps, :rows].transpose(0, 1),
+        [(b[steps, :rows].transpose(0, 1), c) for b, c in write_boxes],
+        scale=scale,
     )
     paths.append(figures_dir / "generation.png")
     legend = [("write window", WRITE_COLOUR)] if write_boxes else []
@@ -231,5 +282,5 @@ def show_draw(
     paths.append(figures_dir / "reconstruction.png")
     legend = [("read window", READ_COLOUR), ("write window", WRITE_COLOUR)] if boxes else []
     note = "rows: test images; columns: the canvas at steps 1..T, then the image"
-    with_legend(grid(pictures, boxes, probabilities=True), legend, note).save(paths[-1])
+    with_legend(grid(pictures, boxes, scale=scale, probabilities=True), legend, note).save(paths[-1])
     return paths

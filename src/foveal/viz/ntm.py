@@ -17,7 +17,7 @@ from torch import Tensor, nn
 from foveal.attention import record_maps
 from foveal.data.ntm_eval import NTMEvalSet
 from foveal.data.ntm_tasks import NTMBatch, wrong_bits
-from foveal.viz._mpl import pyplot
+from foveal.viz._mpl import FIGURE_DPI, FONT, pyplot, save_figure
 
 
 def used_rows(*weightings: Tensor, threshold: float = 0.01, margin: int = 2) -> slice:
@@ -97,15 +97,15 @@ def plot_ntm(
         limits = {"vmin": 0, "vmax": 1} if cmap == "Greys" else {"vmin": -top, "vmax": top}
         shown = ax.imshow(values.numpy(), aspect="auto", interpolation="nearest", cmap=cmap, **limits)
         bar = ax.figure.colorbar(shown, ax=ax, fraction=0.04, pad=0.01)
-        bar.set_label(bar_labels.get(name, "bit" if ylabel == "channel" else "weight"), fontsize=7)
-        bar.ax.tick_params(labelsize=6)
-        ax.set_title(name, fontsize=9)
-        ax.set_ylabel(ylabel, fontsize=8)
-        ax.tick_params(labelsize=7)
+        bar.set_label(bar_labels.get(name, "bit" if ylabel == "channel" else "weight"), fontsize=FONT)
+        bar.ax.tick_params(labelsize=FONT)
+        ax.set_title(name, fontsize=FONT + 1)
+        ax.set_ylabel(ylabel, fontsize=FONT)
+        ax.tick_params(labelsize=FONT)
     axes[0, 1].axhline(targets.shape[1] - 0.5, color="tab:red", linewidth=0.8)
     for ax in axes[:2].flat:
-        ax.set_xlabel("time", fontsize=8)
-    axes[2, 0].set_xlabel("column", fontsize=8)
+        ax.set_xlabel("time", fontsize=FONT)
+    axes[2, 0].set_xlabel("column", fontsize=FONT)
     offset = rows.start
     for ax in (axes[1, 0], axes[1, 1], axes[2, 0]):
         ticks = ax.get_yticks()
@@ -120,19 +120,15 @@ def plot_ntm(
         ax.plot(total, locations, drawstyle="steps-mid", color=colour, linewidth=1.0, label=name)
     ax.set_xscale("log")
     ax.set_ylim(rows.stop - 0.5, rows.start - 0.5)
-    ax.set_title("weight summed over time (log scale)", fontsize=9)
-    ax.set_xlabel("summed weight", fontsize=8)
-    ax.set_ylabel("location", fontsize=8)
-    ax.legend(fontsize=7, loc="lower right")
-    ax.tick_params(labelsize=7)
+    ax.set_title("weight summed over time (log scale)", fontsize=FONT + 1)
+    ax.set_xlabel("summed weight", fontsize=FONT)
+    ax.set_ylabel("location", fontsize=FONT)
+    ax.legend(fontsize=FONT, loc="lower right")
+    ax.tick_params(labelsize=FONT)
     if title:
-        fig.suptitle(title, fontsize=10)
+        fig.suptitle(title, fontsize=FONT + 2)
     fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=80)
-    plt.close(fig)
-    return path
+    return save_figure(fig, Path(path), dpi=FIGURE_DPI)
 
 
 def show_ntm(model: nn.Module, dataset: NTMEvalSet, figures_dir: Path) -> list[Path]:

@@ -7,7 +7,7 @@ from pathlib import Path
 from torch import Tensor, nn
 
 from foveal.attention import record_maps
-from foveal.viz._mpl import pyplot, save_figure
+from foveal.viz._mpl import FIGURE_DPI, FONT, PAGE_WIDTH_PX, pyplot, save_figure
 from foveal.viz.stn import OBJECT_COLOUR, LabelledImages
 
 
@@ -32,7 +32,9 @@ def show_glimpses(model: nn.Module, dataset: LabelledImages, figures_dir: Path, 
     T = centres.shape[1]
     steps = plt.cm.plasma
     norm = BoundaryNorm([t + 0.5 for t in range(T + 1)], steps.N)
-    fig, axes = plt.subplots(1, count, figsize=(2.2 * count + 0.8, 3.0), squeeze=False)
+    width = PAGE_WIDTH_PX / FIGURE_DPI - 0.3  # the page's width less the saved margin: shown unscaled
+    column = (width - 0.9) / count
+    fig, axes = plt.subplots(1, count, figsize=(width, column + 1.0), squeeze=False, layout="constrained")
     for j, ax in enumerate(axes[0]):
         ax.imshow(images[j, 0].cpu().numpy(), cmap="gray", vmin=0, vmax=1)
         ax.plot(centres[j, :, 0], centres[j, :, 1], color="white", linewidth=0.8, alpha=0.7)
@@ -40,7 +42,7 @@ def show_glimpses(model: nn.Module, dataset: LabelledImages, figures_dir: Path, 
             side, colour = float(extents[j, t]), steps(norm(t + 1))
             corner = (centres[j, t, 0] - side / 2, centres[j, t, 1] - side / 2)
             ax.add_patch(Rectangle(corner, side, side, fill=False, edgecolor=colour, linewidth=1.2))
-            ax.text(centres[j, t, 0], centres[j, t, 1], str(t + 1), color=colour, fontsize=7, ha="center")
+            ax.text(centres[j, t, 0], centres[j, t, 1], str(t + 1), color=colour, fontsize=FONT, ha="center")
         title = names[int(predicted[j])]
         if objects is not None:
             x0, y0, x1, y1 = objects[j].tolist()
@@ -49,7 +51,7 @@ def show_glimpses(model: nn.Module, dataset: LabelledImages, figures_dir: Path, 
                 (centres[j, :, 1] >= y0 - 0.5) & (centres[j, :, 1] < y1 - 0.5)
             )
             title += f"\n{int(on.sum())} of {T} glimpses on it"
-        ax.set_title(title, fontsize=8, color="limegreen" if predicted[j] == labels[j] else "red")
+        ax.set_title(title, fontsize=FONT, color="limegreen" if predicted[j] == labels[j] else "red")
         ax.set_xlim(-0.5, W - 0.5)
         ax.set_ylim(H - 0.5, -0.5)
         ax.set_xticks([])
@@ -57,12 +59,12 @@ def show_glimpses(model: nn.Module, dataset: LabelledImages, figures_dir: Path, 
     bar = fig.colorbar(
         ScalarMappable(norm, steps), ax=axes.ravel().tolist(), shrink=0.8, pad=0.02, ticks=range(1, T + 1)
     )
-    bar.set_label("step", fontsize=7)
-    bar.ax.tick_params(labelsize=6)
+    bar.set_label("step", fontsize=FONT)
+    bar.ax.tick_params(labelsize=FONT)
     kind = "hard glimpses (REINFORCE)" if getattr(model, "read", "hard") == "hard" else "Gaussian reads (backprop)"
     fig.suptitle(
         f"RAM, {kind}: the finest glimpse at steps 1..{T} (colour: the step, its bar; white: the path)\n"
         "cyan dashed: the object's box; title: the prediction (green right, red wrong)",
-        fontsize=8,
+        fontsize=FONT,
     )
-    return [save_figure(fig, figures_dir / "glimpses.png", dpi=90)]
+    return [save_figure(fig, figures_dir / "glimpses.png", dpi=FIGURE_DPI)]

@@ -10,7 +10,7 @@ from torch import Tensor, nn
 
 from foveal.attention import record_maps
 from foveal.models.stn_classifier import transform_box
-from foveal.viz._mpl import pyplot, save_figure
+from foveal.viz._mpl import FIGURE_DPI, FONT, PAGE_WIDTH_PX, chars_across, pyplot, save_figure, wrap
 
 OBJECT_COLOUR = "#00e5ff"  # the object's outline, as on the VQA figures
 OBJECT_LEVEL = 0.1  # a pixel brighter than this (of 1) is the object: the canvases' background is 0
@@ -70,7 +70,9 @@ def show_transformer(
     theta = maps.get("transformer.theta")
     predicted = logits.argmax(-1).cpu()
     rows = 1 if theta is None else 2
-    fig, axes = plt.subplots(rows, count, figsize=(1.5 * count + 0.8, 1.8 * rows + 0.9), squeeze=False)
+    width = PAGE_WIDTH_PX / FIGURE_DPI - 0.3  # the page's width less the saved margin: shown unscaled
+    column = (width - 0.9) / count
+    fig, axes = plt.subplots(rows, count, figsize=(width, column * rows + 0.9), squeeze=False, layout="constrained")
     H, W = images.shape[-2:]
     boxes = None if theta is None else transform_box(theta.cpu(), (H, W))
     masses = None if boxes is None else mass_in_box(images.cpu(), boxes)
@@ -81,7 +83,7 @@ def show_transformer(
         ax.contour(picture > OBJECT_LEVEL, levels=[0.5], colors=OBJECT_COLOUR, linewidths=0.6)
         colour = "limegreen" if predicted[j] == labels[j] else "red"
         inside = "" if masses is None else f"\n{float(masses[j]):.2f} in box"
-        ax.set_title(f"{names[int(predicted[j])]}{inside}", fontsize=7, color=colour)
+        ax.set_title(f"{names[int(predicted[j])]}{inside}", fontsize=FONT, color=colour)
         if boxes is not None:
             box = boxes[j].numpy()
             ax.plot(box[:, 0], box[:, 1], color="orange", linewidth=1.2)
@@ -93,18 +95,18 @@ def show_transformer(
     for ax in axes.flat:
         ax.set_xticks([])
         ax.set_yticks([])
-    axes[0, 0].set_ylabel("input")
+    axes[0, 0].set_ylabel("input", fontsize=FONT)
     if theta is not None:
-        axes[1, 0].set_ylabel("transformed")
+        axes[1, 0].set_ylabel("transformed", fontsize=FONT)
     bar = fig.colorbar(
         ScalarMappable(Normalize(0, 1), colormaps["gray"]), ax=axes.ravel().tolist(), shrink=0.6, pad=0.02
     )
-    bar.set_label("pixel value", fontsize=6)
-    bar.ax.tick_params(labelsize=5)
-    fig.suptitle(
+    bar.set_label("pixel value", fontsize=FONT)
+    bar.ax.tick_params(labelsize=FONT)
+    caption = (
         "spatial transformer: the box it selects in the input (orange, dot: the output's top-left) and what the "
         "CNN sees\ncyan: the object's outline; title: the prediction (green right, red wrong) and the share of "
-        "the object's brightness inside the box",
-        fontsize=7,
+        "the object's brightness inside the box"
     )
-    return [save_figure(fig, figures_dir / "transformer.png", dpi=100)]
+    fig.suptitle(wrap(caption, chars_across(width - 0.5)), fontsize=FONT)
+    return [save_figure(fig, figures_dir / "transformer.png", dpi=FIGURE_DPI)]
