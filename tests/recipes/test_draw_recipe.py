@@ -36,7 +36,7 @@ def test_ci_preset_without_attention(tmp_path):
 
 @pytest.mark.slow
 def test_quick_preset_trains_without_nan(tmp_path):
-    # The quick preset end to end (1,500 steps, attention, read and write 5 x 5): every logged number
+    # The quick preset end to end (1,500 steps, attention, read and write 12 x 12): every logged number
     # finite, and the test -ELBO well below its first steps' ~240 nats (five seeds gave 109.8-117.4).
     load_all()
     run, final = start_run("draw", "quick", sets={"iwae_images": "100", "iwae_k": "10"}, threads=1,

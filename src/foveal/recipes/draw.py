@@ -184,24 +184,24 @@ RECIPES.register("draw")(
                 "loop.ckpt_every": 0,
                 "loop.log_every": 5,
             },
-            # Minutes on one CPU thread. A 5 x 5 read, not the paper's 2 x 2, which it pairs with T = 64: with
-            # fewer steps a 2 x 2 read sees too little (docs/studies/draw-read-size.md).
+            # Minutes on one CPU thread. 12 x 12 read and write grids, the paper's for SVHN: with T = 16 a
+            # 2 x 2 read sees too little (docs/studies/draw-read-size.md), and at 5 x 5 the writer cannot keep
+            # up with Fashion-MNIST's textures (docs/studies/draw-grid-size.md).
             "quick": {
                 "model.steps": 16,
                 "model.enc_size": 128,
                 "model.dec_size": 128,
                 "model.z_size": 16,
-                "model.read_size": 5,
-                "model.write_size": 5,
+                "model.read_size": 12,
+                "model.write_size": 12,
                 "iwae_k": 20,
                 "iwae_images": 500,
                 "loop.steps": 1500,
                 "loop.batch_size": 64,
                 "loop.ckpt_every": 500,
             },
-            # Attention against the whole-image read and write (docs/draw.md): the quick preset's LSTMs,
-            # latents and steps with 12 x 12 read and write grids (the paper's SVHN model's; 5 x 5 falls
-            # behind on Fashion-MNIST), 6,000 steps on a cosine schedule from 2e-3, every test image scored.
+            # Attention against the whole-image read and write (docs/draw.md): the quick model trained
+            # 6,000 steps on a cosine schedule from 2e-3, every test image scored.
             "compare": {
                 "model.steps": 16,
                 "model.enc_size": 128,
