@@ -88,7 +88,7 @@ def run_demo(
         seconds[name] = round(time.monotonic() - began, 1)
         details = {
             "command": entry.command,
-            "training time (s, one thread)": entry.seconds,
+            "training time (CPU s, one thread)": entry.seconds,
             "commit": entry.commit,
             "torch": entry.torch,
         }

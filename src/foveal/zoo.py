@@ -48,7 +48,7 @@ class Card:
     command: str  # the command that trained it
     commit: str  # the commit of foveal that trained it
     torch: str  # the torch version that trained it
-    seconds: float  # training time, one thread
+    seconds: float  # CPU seconds of training (and its evaluations), one thread
     model: dict[str, Any] = field(default_factory=dict)  # {"name", "args", "spec"}: foveal.artifact builds it
     preprocessing: dict[str, Any] = field(default_factory=dict)  # the input the model expects
     labels: dict[str, Any] = field(default_factory=dict)  # what its outputs mean: classes, vocab and answers
