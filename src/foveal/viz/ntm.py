@@ -20,22 +20,39 @@ from foveal.data.ntm_tasks import NTMBatch, wrong_bits
 from foveal.viz._mpl import FIGURE_DPI, FONT, pyplot, save_figure
 
 
-def used_rows(*weightings: Tensor, threshold: float = 0.01, margin: int = 2) -> slice:
-    """The span of memory rows where any weighting exceeds ``threshold`` (plus a margin).
+def used_rows(*weightings: Tensor, threshold: float = 0.01, margin: int = 2) -> Tensor:
+    """The memory rows where any weighting exceeds ``threshold``, plus a margin: the shortest run of rows,
+    in order around the memory, that holds them all.
+
+    Addressing shifts circularly, so a head that starts on the last row and moves on to the first uses
+    both ends of the memory: the run then wraps, ``[..., R - 1, 0, 1, ...]``, rather than spanning the
+    unused middle.
 
     Shape:
         - each weighting: ``(T, R)``
+        - output: ``(n,)`` row indices, ``n <= R``
 
     Example:
         >>> w = torch.zeros(4, 10); w[1, 3] = w[2, 5] = 1.0
-        >>> used_rows(w, margin=1)
-        slice(2, 7, None)
+        >>> used_rows(w, margin=1).tolist()
+        [2, 3, 4, 5, 6]
+        >>> w = torch.zeros(4, 10); w[1, 9] = w[2, 0] = 1.0
+        >>> used_rows(w, margin=1).tolist()
+        [8, 9, 0, 1]
     """
     mass = torch.stack([w.amax(dim=0) for w in weightings]).amax(dim=0)
-    rows = (mass > threshold).nonzero().flatten()
-    if rows.numel() == 0:
-        return slice(0, mass.numel())
-    return slice(max(0, int(rows.min()) - margin), min(mass.numel(), int(rows.max()) + 1 + margin))
+    R = mass.numel()
+    used = (mass > threshold).nonzero().flatten()
+    if used.numel() == 0:
+        return torch.arange(R)
+    # the widest circular gap between used rows is what the run leaves out
+    gaps = torch.diff(used, append=used[:1] + R)
+    widest = int(gaps.argmax())
+    span = R - int(gaps[widest]) + 1  # from the first used row after the gap to the last before it
+    if span + 2 * margin >= R:
+        return torch.arange(R)
+    start = int(used[(widest + 1) % used.numel()]) - margin
+    return (start + torch.arange(span + 2 * margin)) % R
 
 
 def plot_ntm(
@@ -68,6 +85,8 @@ def plot_ntm(
         Images are drawn with time on the x axis (left to right) and channels or memory
         locations on the y axis (top to bottom), as in the NTM paper.
     """
+    from matplotlib.ticker import MaxNLocator
+
     plt = pyplot()
 
     T = inputs.shape[0]
@@ -103,23 +122,25 @@ def plot_ntm(
         ax.set_ylabel(ylabel, fontsize=FONT)
         ax.tick_params(labelsize=FONT)
     axes[0, 1].axhline(targets.shape[1] - 0.5, color="tab:red", linewidth=0.8)
+    for whole in (axes[0, 0].yaxis, axes[0, 1].yaxis, axes[2, 0].xaxis):  # channels and columns are counted
+        whole.set_major_locator(MaxNLocator(integer=True))
     for ax in axes[:2].flat:
         ax.set_xlabel("time", fontsize=FONT)
     axes[2, 0].set_xlabel("column", fontsize=FONT)
-    offset = rows.start
-    for ax in (axes[1, 0], axes[1, 1], axes[2, 0]):
-        ticks = ax.get_yticks()
-        ax.set_yticks(ticks[(ticks >= 0) & (ticks < rows.stop - offset)])
-        ax.set_yticklabels([str(int(t) + offset) for t in ax.get_yticks()])
     # A head that parks on one row while the other head works puts a weight of about T there and about 1
     # on every row it passes: on a linear axis the ones vanish, on a log axis both show.
     ax = axes[2, 1]
-    locations = torch.arange(rows.start, rows.stop).numpy()
+    positions = torch.arange(len(rows)).numpy()
     for weights, name, colour in ((write_weights, "write", "tab:orange"), (read_weights, "read", "tab:blue")):
         total = weights[:, rows].sum(0).detach().cpu().clamp_min(1e-3).numpy()
-        ax.plot(total, locations, drawstyle="steps-mid", color=colour, linewidth=1.0, label=name)
+        ax.plot(total, positions, drawstyle="steps-mid", color=colour, linewidth=1.0, label=name)
     ax.set_xscale("log")
-    ax.set_ylim(rows.stop - 0.5, rows.start - 0.5)
+    ax.set_ylim(len(rows) - 0.5, -0.5)
+    # the rows shown may wrap around the memory's end: each tick is labelled with its row
+    ticks = torch.linspace(0, len(rows) - 1, min(len(rows), 6)).round().long()
+    for row_axis in (axes[1, 0], axes[1, 1], axes[2, 0], ax):
+        row_axis.set_yticks(ticks.tolist())
+        row_axis.set_yticklabels([str(int(rows[t])) for t in ticks])
     ax.set_title("weight summed over time (log scale)", fontsize=FONT + 1)
     ax.set_xlabel("summed weight", fontsize=FONT)
     ax.set_ylabel("location", fontsize=FONT)
