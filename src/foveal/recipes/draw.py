@@ -1,6 +1,7 @@
 """``draw``: DRAW (seed 004) on binarised MNIST 5k or Fashion-MNIST, with or without attention.
 
-``foveal train draw --preset quick`` (minutes), ``--preset paper`` (the paper's MNIST model: T = 64,
+``foveal train draw --preset quick`` (minutes), ``--preset compare`` (the quick model, 6,000 steps: the
+comparison of attention with none in docs/draw.md), ``--preset paper`` (the paper's MNIST model: T = 64,
 LSTMs of 256, z of 100, read 2 x 2, write 5 x 5, Adam 1e-3, clipped gradients),
 ``--set model.attention=false`` for the whole-image read and write. The model's options are
 :class:`~foveal.models.draw.DRAWSpec` (``model.*``). ``foveal eval RUN`` reports the test
