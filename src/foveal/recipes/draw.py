@@ -160,6 +160,19 @@ def gallery(config: DrawConfig, model: nn.Module, tensors: dict[str, Tensor], fi
     return show(model, _Images(transform_for(model)(tensors["images"])), figures_dir, samples=config.show_samples)
 
 
+# The quick and compare presets' model: 12 x 12 read and write grids, the paper's for SVHN. With T = 16 a 2 x 2
+# read sees too little (docs/studies/draw-read-size.md), and at 5 x 5 the writer cannot keep up with
+# Fashion-MNIST's textures (docs/studies/draw-grid-size.md).
+QUICK_MODEL = {
+    "model.steps": 16,
+    "model.enc_size": 128,
+    "model.dec_size": 128,
+    "model.z_size": 16,
+    "model.read_size": 12,
+    "model.write_size": 12,
+    "loop.batch_size": 64,
+}
+
 RECIPES.register("draw")(
     Recipe(
         name="draw",
@@ -185,35 +198,15 @@ RECIPES.register("draw")(
                 "loop.ckpt_every": 0,
                 "loop.log_every": 5,
             },
-            # Minutes on one CPU thread. 12 x 12 read and write grids, the paper's for SVHN: with T = 16 a
-            # 2 x 2 read sees too little (docs/studies/draw-read-size.md), and at 5 x 5 the writer cannot keep
-            # up with Fashion-MNIST's textures (docs/studies/draw-grid-size.md).
-            "quick": {
-                "model.steps": 16,
-                "model.enc_size": 128,
-                "model.dec_size": 128,
-                "model.z_size": 16,
-                "model.read_size": 12,
-                "model.write_size": 12,
-                "iwae_k": 20,
-                "iwae_images": 500,
-                "loop.steps": 1500,
-                "loop.batch_size": 64,
-                "loop.ckpt_every": 500,
-            },
+            # Minutes on one CPU thread (docs/draw.md has what a run costs).
+            "quick": {**QUICK_MODEL, "iwae_k": 20, "iwae_images": 500, "loop.steps": 1500, "loop.ckpt_every": 500},
             # Attention against the whole-image read and write (docs/draw.md): the quick model trained
             # 6,000 steps on a cosine schedule from 2e-3, every test image scored.
             "compare": {
-                "model.steps": 16,
-                "model.enc_size": 128,
-                "model.dec_size": 128,
-                "model.z_size": 16,
-                "model.read_size": 12,
-                "model.write_size": 12,
+                **QUICK_MODEL,
                 "iwae_k": 20,
                 "iwae_images": 1000,
                 "loop.steps": 6000,
-                "loop.batch_size": 64,
                 "loop.lr": 2e-3,
                 "loop.schedule": "cosine",
                 "loop.warmup_steps": 100,
