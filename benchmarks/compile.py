@@ -71,6 +71,9 @@ CASES = {
     # Batches of the whole training range (lengths 1-20), not the curriculum's first level
     "ntm-copy": Case("ntm-copy", "full", {"curriculum_start": "20"}, target=3.0),
     "ntm-copy-lstm": Case("ntm-copy", "full-lstm", {"curriculum_start": "20"}, target=3.0),
+    # The paper's ranges: lengths and repeats 1-10, and 2-6 items
+    "ntm-repeat-copy": Case("ntm-repeat-copy", "full", {"curriculum_start": "10"}, target=2.0),
+    "ntm-recall": Case("ntm-recall", "full", {"curriculum_start": "6"}, target=2.0),
     # The paper's MNIST configuration: 64 glimpses, read 2 x 2, write 5 x 5, 256-unit LSTMs, batch 64
     "draw-paper": Case(
         "draw",

@@ -215,7 +215,7 @@ _register(
             "generalise_at": 3,
         },
         # The paper's range, with a budget most seeds converge in (docs/studies/ntm-write-walk.md).
-        "full": {"loop.steps": 20000},
+        "full": {"loop.steps": 20000, "loop.compile": True},  # (docs/studies/compile-speed.md)
     },
 )
 _register(
@@ -233,7 +233,7 @@ _register(
             "generalise_items": (4, 5, 6),
         },
         # The paper's 2-6 items, with a budget most seeds converge in (docs/studies/ntm-write-walk.md).
-        "full": {"loop.steps": 20000},
+        "full": {"loop.steps": 20000, "loop.compile": True},  # (docs/studies/compile-speed.md)
     },
 )
 _register(
