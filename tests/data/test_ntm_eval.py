@@ -44,3 +44,17 @@ def test_evaluate_scores_the_main_set_and_each_extra_by_hand():
     assert metrics["cost_len5"] == pytest.approx(5 * 8)
     examples = data.examples()
     assert list(examples) == ["example", "len5"] and examples["len5"].targets.shape == (1, 5, 8)
+
+
+def test_repeat_copy_scores_the_vectors_and_the_end_marker_apart():
+    task = RepeatCopy(width=4, min_len=2, max_len=2, min_repeats=3, max_repeats=3)
+    data = NTMEvalSet(
+        SequenceSet(task, 3, 0), generalisation_sets(task, 2, 0, generalise_lengths=(4,), generalise_at=2)
+    )
+    metrics = evaluate(Unsure(5), data)  # predicts 0: every one is wrong, the end marker's among them
+    vector_ones = sum(float(data[i].targets[:, :-1, :-1].sum()) for i in range(len(data)))
+    assert metrics["bit_error"] == pytest.approx(vector_ones / (3 * 2 * 3 * 4))
+    assert metrics["marker_bits"] == pytest.approx(1.0)  # the one marker bit of each sequence
+    assert metrics["bits"] == pytest.approx(vector_ones / 3 + 1.0)
+    assert {"bit_error_len4_rep2", "marker_bits_len4_rep2"} <= set(metrics)
+    assert "bit_error" not in evaluate(Unsure(8), NTMEvalSet(SequenceSet(Copy(), 2, 0)))

@@ -88,9 +88,16 @@ def generalisation_sets(
 
 
 def score(model: nn.Module, sequences: SequenceSet) -> dict[str, float]:
-    """Wrong bits per sequence, BCE per bit (nats) and cost per sequence (bits) over ``sequences``."""
+    """Wrong bits per sequence, BCE per bit (nats) and cost per sequence (bits) over ``sequences``.
+
+    Repeat copy also scores its two parts apart: ``bit_error``, the fraction of the repeated vectors'
+    bits that are wrong, and ``marker_bits``, the wrong bits per sequence of the end marker (its
+    channel at every step and the blank vector of the last step), as the paper reads its fig. 7.
+    """
     device = next(model.parameters()).device
     wrong, bce, count, n_bits = 0.0, 0.0, 0, 0
+    vector_wrong, n_vector_bits = 0.0, 0
+    repeats = isinstance(sequences.task, RepeatCopy)
     for batch in sequences.batches():
         inputs, targets = batch.inputs.to(device), batch.targets.to(device)
         logits = output_phase(model(inputs).logits, targets)
@@ -98,12 +105,19 @@ def score(model: nn.Module, sequences: SequenceSet) -> dict[str, float]:
         bce += F.binary_cross_entropy_with_logits(logits, targets, reduction="sum").item()
         count += targets.shape[0]
         n_bits += targets.numel()
-    return {"bits": wrong / count, "bce": bce / n_bits, "cost": bce / count / torch.log(torch.tensor(2.0)).item()}
+        if repeats:  # the vectors are every step but the last, every channel but the marker's (the last)
+            vectors = targets[:, :-1, :-1]
+            vector_wrong += wrong_bits(logits[:, :-1, :-1], vectors).sum().item()
+            n_vector_bits += vectors.numel()
+    metrics = {"bits": wrong / count, "bce": bce / n_bits, "cost": bce / count / torch.log(torch.tensor(2.0)).item()}
+    if repeats:
+        metrics |= {"bit_error": vector_wrong / max(n_vector_bits, 1), "marker_bits": (wrong - vector_wrong) / count}
+    return metrics
 
 
 def evaluate(model: nn.Module, dataset: NTMEvalSet) -> dict[str, float]:
     """:func:`score` on the main set, and ``bits_NAME`` and ``cost_NAME`` on each extra set ``NAME``."""
     metrics = score(model, dataset.main)
     for name, sequences in dataset.extras.items():
-        metrics |= {f"{k}_{name}": v for k, v in score(model, sequences).items() if k in ("bits", "cost")}
+        metrics |= {f"{k}_{name}": v for k, v in score(model, sequences).items() if k != "bce"}
     return metrics
