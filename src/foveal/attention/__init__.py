@@ -1,5 +1,6 @@
 """Attention operators and modules: pure torch, no training code."""
 
+from foveal.attention._kernels import KERNELS, KernelChoice
 from foveal.attention.channel import ChannelAttention, ChannelAttentionOutput, CrossLayerAttention, CrossLayerOutput
 from foveal.attention.coattention import (
     AlternatingCoAttention,
@@ -16,6 +17,7 @@ from foveal.attention.core import (
     Bilinear,
     Concatenation,
     attend,
+    choose_kernel,
     fused_attention,
     fused_attention_enabled,
     score_logits,
@@ -39,6 +41,7 @@ from foveal.attention.spatial import SpatialAttention
 from foveal.attention.stacked import StackedAttention, StackedOutput
 
 __all__ = [
+    "KERNELS",
     "NON_LOCAL_SIMILARITIES",
     "NORMALIZERS",
     "AddCoords",
@@ -58,6 +61,7 @@ __all__ = [
     "GateOutput",
     "GridBiLSTM",
     "HopCoAttention",
+    "KernelChoice",
     "MapAttention",
     "MapAttentionOutput",
     "MultiheadAttention",
@@ -74,6 +78,7 @@ __all__ = [
     "attend",
     "attention_rollout",
     "box_weights",
+    "choose_kernel",
     "flatten_grid",
     "fused_attention",
     "fused_attention_enabled",

@@ -1,4 +1,5 @@
-"""The fast paths of :func:`foveal.attention.attend`: SDPA under foveal's mask rules, and the O(N) count form.
+"""The fast paths of :func:`foveal.attention.attend`: SDPA under foveal's mask rules, and the O(N) count form,
+and the one rule that chooses among them and the plain path (:func:`_choose`).
 
 Each returns what the plain path would, to float rounding; ``tests/attention/test_kernels.py`` holds
 them to it.
@@ -7,12 +8,59 @@ them to it.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
 from foveal._checks import tracing, work_dtype
+
+KERNELS = ("fused", "count_linear", "plain")
+"""What :func:`foveal.attention.attend` may run: torch's ``scaled_dot_product_attention`` under foveal's mask
+rules, the O(N) form of the count normaliser, or the plain path, which follows the equation and builds the
+weights."""
+
+
+class KernelChoice(NamedTuple):
+    """The kernel :func:`foveal.attention.attend` runs for a call (one of :data:`KERNELS`), and why it is not
+    the fused one (``reason``; None when the fused kernel runs)."""
+
+    kernel: str
+    reason: str | None
+
+
+def _choose(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    score: str | Callable[[Tensor, Tensor], Tensor],
+    normalize: str,
+    need_weights: bool,
+    masked: bool,
+    fused: bool | None,
+    enabled: bool,
+) -> KernelChoice:
+    """The one rule: the fused kernel unless the first of these holds, each with the reason it gives."""
+    if fused is False:
+        reason = "fused=False was passed"
+    elif fused is None and not enabled:
+        reason = "the fused path is turned off (set_fused_attention(False) or fused_attention(False))"
+    elif need_weights:
+        reason = "need_weights=True: the fused kernel never builds the weights (record_maps asks for them)"
+    elif callable(score):
+        reason = "score is a callable: the fused kernel computes only 'dot', 'scaled_dot' and 'cosine'"
+    elif normalize != "softmax":
+        reason = f"normalize={normalize!r}: the fused kernel computes only the softmax"
+    elif min(query.numel(), key.numel(), value.numel()) == 0:
+        # SDPA cannot fold an empty tensor into its (batch, heads, n, d) layout; the plain path can.
+        shapes = ", ".join(str(tuple(t.shape)) for t in (query, key, value))
+        reason = f"the query, key or value is empty ({shapes}): SDPA takes no empty sequence"
+    else:
+        return KernelChoice("fused", None)
+    linear = normalize == "count" and not need_weights and not callable(score) and not masked
+    return KernelChoice("count_linear" if linear else "plain", reason)
 
 
 def _drop_unreachable(key: Tensor, value: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:

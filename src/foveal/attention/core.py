@@ -46,7 +46,7 @@ from torch import Tensor, nn
 
 from foveal._checks import check_floating, check_ints, check_module_dtype, check_number, check_shape, work_dtype
 from foveal._torch_private import exportable_output
-from foveal.attention._kernels import _count_linear, _drop_unreachable, _fused, _unit
+from foveal.attention._kernels import KernelChoice, _choose, _count_linear, _drop_unreachable, _fused, _unit
 from foveal.attention._masks import check_broadcast, check_mask
 from foveal.attention.normalizers import _count_normalized, _masked_softmax, sparsemax
 from foveal.errors import FovealError
@@ -174,7 +174,8 @@ def attend(
             (``softmax(e / T)``); must be > 0.
         fused: force the fused path on (True) or off (False); None follows
             :func:`set_fused_attention`. The fused path needs ``need_weights=False``, a
-            built-in score and the softmax; otherwise the plain path runs.
+            built-in score and the softmax; otherwise the plain path runs. :func:`choose_kernel`
+            says which kernel a call runs, and why not the fused one.
         normalize: ``"softmax"`` (``f = exp(score)``, ``C_j = sum_i f``: weights sum to 1) or
             ``"count"`` (``f = score``, ``C_j`` = the number of keys query ``j`` may attend: the
             non-local paper's dot-product and concatenation forms; weights may be negative), or
@@ -230,14 +231,16 @@ def attend(
                 need_weights,
                 dropout,
                 None if mask is None else (mask.shape, mask.dtype),
+                fused,
+                _fused_enabled,
             )
             plan = _CHECKED.get(signature)
         except (AttributeError, TypeError):  # not tensors, or an unhashable option: the checks will say
             signature = None
     if plan is None:
-        plan = _check(query, key, value, score, mask, temperature, normalize, need_weights, dropout, signature)
-    use_fused = _fused_enabled if fused is None else fused
-    if plan is _SDPA and use_fused and mask is None:
+        plan = _check(query, key, value, score, mask, temperature, normalize, need_weights, dropout, fused, signature)
+    (kernel, _), direct = plan
+    if direct:
         # The common call, already checked for this signature: straight to the kernel, with no more
         # Python around it than it needs (at small sizes each microsecond shows).
         if score == "scaled_dot" and not dropout:
@@ -245,14 +248,12 @@ def attend(
         else:
             out = F.scaled_dot_product_attention(query, key, value, dropout_p=dropout, scale=_SCALES[cast(str, score)])
         return _new_output(AttentionOutput, (out, None))
-    # SDPA cannot fold an empty tensor into its (batch, heads, n, d) layout; the plain path can.
-    nonempty = min(query.numel(), key.numel(), value.numel()) > 0
-    if use_fused and not need_weights and not callable(score) and normalize == "softmax" and nonempty:
-        return AttentionOutput(_fused(query, key, value, score, mask, temperature, dropout), None)
+    if kernel == "fused":
+        return AttentionOutput(_fused(query, key, value, cast(str, score), mask, temperature, dropout), None)
     if mask is not None:
         key, value = _drop_unreachable(key, value, mask)
-    if normalize == "count" and not need_weights and not callable(score) and mask is None:
-        return AttentionOutput(_count_linear(query, key, value, score, temperature), None)
+    if kernel == "count_linear":
+        return AttentionOutput(_count_linear(query, key, value, cast(str, score), temperature), None)
     logits = _logits(query, key, score, temperature)
     if normalize == "count":
         weights = _count_normalized(logits, mask)
@@ -267,11 +268,41 @@ def attend(
     return AttentionOutput(summed @ value, weights if need_weights else None)
 
 
-# What a checked signature may run: the kernel directly (4-D inputs of one shape, nothing to fold)
-# or the general path.
-_SDPA, _GENERAL = "sdpa", "general"
+def choose_kernel(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    *,
+    score: str | ScoreFn = "scaled_dot",
+    mask: Tensor | None = None,
+    need_weights: bool = False,
+    temperature: float = 1.0,
+    fused: bool | None = None,
+    normalize: str = "softmax",
+    dropout: float = 0.0,
+) -> KernelChoice:
+    """The kernel :func:`attend` runs for these arguments, and why it is not the fused one (None when it is).
+
+    Takes :func:`attend`'s arguments, checks them as it does (a wrong call raises the same error) and
+    applies the one rule it applies. ``kernel`` is one of :data:`KERNELS`: ``"fused"`` (torch's
+    ``scaled_dot_product_attention``), ``"count_linear"`` (the count normaliser's O(N) form) or ``"plain"``
+    (the equation, building the weights). Whatever it says, the outputs agree to float rounding.
+
+    Example:
+        >>> q = k = v = torch.randn(2, 4, 16, 8)
+        >>> choose_kernel(q, k, v)
+        KernelChoice(kernel='fused', reason=None)
+        >>> choose_kernel(q, k, v, need_weights=True).reason
+        'need_weights=True: the fused kernel never builds the weights (record_maps asks for them)'
+    """
+    args = (query, key, value, score, mask, temperature, normalize, need_weights, dropout, fused, None)
+    return _check(*args)[0]
+
+
+# What a checked signature runs, and whether the fused kernel takes its inputs directly (4-D, of one
+# leading shape, no mask, nothing to fold or rescale).
 _SCALES = {"dot": 1.0, "scaled_dot": None}
-_CHECKED: dict[tuple, str] = {}
+_CHECKED: dict[tuple, tuple[KernelChoice, bool]] = {}
 _CHECKED_MAX = 512
 _new_output = tuple.__new__  # a NamedTuple's own __new__ is a Python function: a third of a microsecond more
 
@@ -286,9 +317,10 @@ def _check(
     normalize: str,
     need_weights: bool,
     dropout: float,
+    fused: bool | None,
     signature: tuple | None,
-) -> str:
-    """Check attend's arguments, say which path fits them, and remember the signature that passed.
+) -> tuple[KernelChoice, bool]:
+    """Check attend's arguments, choose its kernel, and remember the signature that passed.
 
     A callable score is never remembered (it may be made anew for every call), and neither is a mix
     of dtypes, which only autocast lets through.
@@ -300,16 +332,16 @@ def _check(
     lead = _check_operands(query, key, value, score)
     if mask is not None:
         check_mask(mask, (*lead, query.shape[-2], key.shape[-2]))
+    choice = _choose(query, key, value, score, normalize, need_weights, mask is not None, fused, _fused_enabled)
     direct = (
-        query.dim() == 4
+        choice.kernel == "fused"
+        and mask is None
+        and query.dim() == 4
         and query.shape[:-2] == key.shape[:-2] == value.shape[:-2]
         and score in _SCALES
         and temperature == 1
-        and normalize == "softmax"
-        and not need_weights
-        and min(query.numel(), key.numel(), value.numel()) > 0
     )
-    plan = _SDPA if direct else _GENERAL
+    plan = (choice, direct)
     if signature is not None and not callable(score) and query.dtype == key.dtype == value.dtype:
         if len(_CHECKED) >= _CHECKED_MAX:
             _CHECKED.clear()
