@@ -4,8 +4,10 @@ A model (``MODELS``) is built from :data:`SMALL` (a new model must be added ther
 :func:`test_every_registered_model_has_a_small_build` fails) and run on ``model.example_inputs(batch,
 generator)``: its forward gives finite outputs, and its ``state_dict`` loaded into a fresh instance gives the
 same outputs. An attention module (``ATTENTION``) is built as ``factory(dim)``; its forward and ``state_dict``
-round trip are checked in tests/attention/test_conformance.py. Both, compiled by
-:func:`foveal.compiling.compile_model`, give the eager values and gradients (``slow``: inductor compiles C++).
+round trip are checked in tests/attention/test_conformance.py. Every model's parameters all learn from one
+backward pass. Both, compiled by :func:`foveal.compiling.compile_model`, give the eager values and gradients:
+with the ``aot_eager`` backend (torch's graphs, no code generation) in the default run, with inductor in the
+``slow`` one.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ import foveal.models.ntm
 import foveal.models.ram
 import foveal.models.stn_classifier
 import foveal.models.vqa  # noqa: F401  (importing each model registers it; the package, the attention modules)
-from foveal.compiling import compile_model
+from _grads import assert_every_parameter_learns
+from foveal.compiling import Compilable, compile_model
 from foveal.models.vqa import VQA_HEADS
 from foveal.registry import ATTENTION, MODELS
 
@@ -100,22 +103,52 @@ def test_model_state_dict_round_trip(name):
         torch.testing.assert_close(got, want, rtol=0, atol=0)
 
 
+def _projected(outputs: list[Tensor]) -> Tensor:
+    """A scalar that every output element reaches, each with its own random weight."""
+    direction = torch.Generator().manual_seed(2)
+    return sum((t * torch.randn(t.shape, generator=direction)).sum() for t in outputs)
+
+
+@pytest.mark.parametrize("name", MODELS.names())
+def test_every_parameter_of_the_model_learns(name):
+    model = _build(name, 0)
+    # A layer that starts at zero (the ST-CNN's last localisation layer, so that the transform starts as the
+    # identity) passes no gradient to the layers before it: nudged off zero, every parameter must get one.
+    noise = torch.Generator().manual_seed(3)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn(p.shape, generator=noise), alpha=1e-2)
+    _projected(_outputs(model, _inputs(model))).backward()
+    assert_every_parameter_learns(model)
+
+
 def _values_and_gradients(module: nn.Module, inputs: tuple[Any, ...]) -> list[Tensor]:
     outputs = _outputs(module, inputs)
-    direction = torch.Generator().manual_seed(2)
-    total = sum((t * torch.randn(t.shape, generator=direction)).sum() for t in outputs)
+    total = _projected(outputs)
     weights = [p for p in module.parameters() if p.requires_grad]
     grads = torch.autograd.grad(total, weights, allow_unused=True)
     return [t.detach() for t in outputs] + [g for g in grads if g is not None]
 
 
-def _assert_compiled_equals_eager(eager: nn.Module, inputs: tuple[Any, ...]) -> None:
+def _assert_compiled_equals_eager(eager: nn.Module, inputs: tuple[Any, ...], backend: str = "inductor") -> None:
     torch._dynamo.reset()
-    compiled = compile_model(copy.deepcopy(eager))
+    compiled = compile_model(copy.deepcopy(eager), backend=backend)
     expected, got = _values_and_gradients(eager, inputs), _values_and_gradients(compiled, inputs)
     assert len(got) == len(expected) > 1
     for index, (value, want) in enumerate(zip(got, expected, strict=True)):
         torch.testing.assert_close(value, want, rtol=1e-4, atol=1e-5, msg=f"output or gradient {index}")
+
+
+# The models whose class declares how it compiles (recurrent steps, runs of them, graph-only keywords)
+PLANNED = [name for name in MODELS.names() if isinstance(SMALL[name](), Compilable)]
+
+
+@pytest.mark.parametrize("name", PLANNED)
+def test_compiled_plan_traces_to_the_eager_values_and_gradients(name):
+    # aot_eager runs the traced graphs, forward and backward, without generating code: what the plan's methods
+    # and keywords compute in a graph is checked in seconds
+    model = _build(name, 0)
+    _assert_compiled_equals_eager(model, _inputs(model), backend="aot_eager")
 
 
 @pytest.mark.slow

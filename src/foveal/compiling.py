@@ -184,16 +184,20 @@ def _compiled(
     mode: str = "default",
     options: tuple[tuple[str, Any], ...] = (),
     keywords: tuple[tuple[str, Any], ...] = (),
+    backend: str = "inductor",
 ) -> Callable[..., Any]:
-    # dynamic=None: a second batch size makes the graph dynamic in it instead of compiling a third time.
-    # The mode is given as its inductor options (torch.compile takes a mode or options, not both).
-    inductor_options = {**_torch_private.mode_options(mode), **dict(options)}
     bound = dict(keywords)
 
     def traced(*args: Any, **kwargs: Any) -> Any:
         return function(*args, **kwargs, **bound)
 
-    graph = torch.compile(traced if bound else function, dynamic=None, options=inductor_options)
+    # dynamic=None: a second batch size makes the graph dynamic in it instead of compiling a third time.
+    if backend == "inductor":
+        # The mode is given as its inductor options (torch.compile takes a mode or options, not both).
+        inductor_options = {**_torch_private.mode_options(mode), **dict(options)}
+        graph = torch.compile(traced if bound else function, dynamic=None, options=inductor_options)
+    else:
+        graph = torch.compile(traced if bound else function, dynamic=None, backend=backend)
 
     @functools.wraps(function)
     def call(*args: Any, **kwargs: Any) -> Any:
@@ -215,13 +219,22 @@ def compiled_methods(model: nn.Module) -> tuple[str, ...]:
 
 
 def compile_model(
-    model: nn.Module, mode: str = "default", options: Mapping[str, Any] | None = None, *, graph_pass: bool = True
+    model: nn.Module,
+    mode: str = "default",
+    options: Mapping[str, Any] | None = None,
+    *,
+    graph_pass: bool = True,
+    backend: str = "inductor",
 ) -> nn.Module:
     """Compile ``model``'s :func:`compiled_methods` in place (with inductor) and return the model.
 
     ``options`` are inductor options on top of the mode's; None takes the plan's ``cpu_options`` on the CPU
     (where they were measured) and none on a GPU. ``graph_pass=False`` leaves :class:`MergeSummedProducts`
     out, to compare. Compiling a model again replaces its compiled methods.
+
+    ``backend`` is torch.compile's: another than inductor (``"aot_eager"``: the traced forward and backward
+    graphs run by eager torch, no code generated) compiles the same methods with the plan's keywords, in
+    seconds, and takes no mode, options or graph pass, which are inductor's.
 
     Compiling happens at the first call with gradients, and once again when the batch size changes
     (the second batch size makes the graph dynamic in it). Calls without gradients (evaluation,
@@ -235,22 +248,28 @@ def compile_model(
     """
     if mode not in COMPILE_MODES:
         raise FovealError(f"the compile mode must be one of {', '.join(COMPILE_MODES)}, got {mode!r}")
+    inductor = backend == "inductor"
+    if not inductor and (mode != "default" or options):
+        raise FovealError(f"a compile mode and options are inductor's; backend={backend!r} takes neither")
     _torch_private.require()
-    _torch_private.register_graph_pass(MergeSummedProducts)
     on_cpu = any(p.device.type == "cpu" for p in model.parameters())
-    if on_cpu:
-        if mode in CUDA_GRAPH_MODES:
-            raise FovealError(f"loop.compile_mode={mode} replays CUDA graphs: it needs loop.device=cuda")
-        _check_cpu_compiler()
+    if on_cpu and mode in CUDA_GRAPH_MODES:
+        raise FovealError(f"loop.compile_mode={mode} replays CUDA graphs: it needs loop.device=cuda")
     plan = compile_plan(model)
-    if options is None:
-        options = plan.cpu_options if on_cpu else {}
-    passes = {"post_grad_custom_pre_pass": _GRAPH_PASS} if graph_pass else {}
-    # A tuple, for _compiled's cache: models of a class compiled alike share its graphs.
-    merged = tuple(sorted({**passes, **options}.items()))
+    merged: tuple[tuple[str, Any], ...] = ()
+    if inductor:
+        _torch_private.register_graph_pass(MergeSummedProducts)
+        if on_cpu:
+            _check_cpu_compiler()
+        if options is None:
+            options = plan.cpu_options if on_cpu else {}
+        passes = {"post_grad_custom_pre_pass": _GRAPH_PASS} if graph_pass else {}
+        # A tuple, for _compiled's cache: models of a class compiled alike share its graphs.
+        merged = tuple(sorted({**passes, **options}.items()))
     keywords = tuple(sorted(plan.keywords.items()))
     for name in plan.methods:
-        setattr(model, name, MethodType(_compiled(getattr(type(model), name), mode, merged, keywords), model))
+        method = _compiled(getattr(type(model), name), mode, merged, keywords, backend)
+        setattr(model, name, MethodType(method, model))
     if isinstance(model, Compilable):
         model.steps_per_call = plan.steps_per_call
     return model

@@ -320,3 +320,10 @@ def test_a_plan_without_methods_or_steps_is_refused():
         CompilePlan("none", methods=())
     with pytest.raises(FovealError, match="steps_per_call >= 1"):
         CompilePlan("none", steps_per_call=0)
+
+
+def test_another_backend_takes_no_inductor_mode_or_options():
+    with pytest.raises(FovealError, match="inductor's; backend='aot_eager' takes neither"):
+        compile_model(nn.Linear(2, 2), "max-autotune-no-cudagraphs", backend="aot_eager")
+    with pytest.raises(FovealError, match="inductor's"):
+        compile_model(nn.Linear(2, 2), options={"cpp_wrapper": True}, backend="aot_eager")
