@@ -3,7 +3,8 @@
 ``torch.compile``'s public API has no way to add a graph pass, read a mode's inductor options, find
 inductor's C++ compiler or count compiled graphs, and ``torch.export`` none to name a named-tuple
 output for its files; these names do, and a torch upgrade may move them first. :mod:`foveal.compiling`
-uses the compiler's; the modules' output classes use :func:`exportable_output`. The compiler's names
+uses the compiler's; the modules' output classes use :func:`exportable_output`; a function a compiled
+model must run eagerly uses :func:`eager_when_compiled`. The compiler's names
 are imported when a model is compiled, never before: inductor's import loads ``torch._dynamo``, which
 eager code does not need. A torch that lacks one of them makes :func:`require` raise, naming the
 torch version and the name.
@@ -12,9 +13,10 @@ torch version and the name.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from types import SimpleNamespace
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import torch
 
@@ -102,6 +104,20 @@ def register_graph_pass(cls: type) -> None:
     model is compiled, so that defining a pass imports no compiler.
     """
     _compiler().CustomGraphPass.register(cls)
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def eager_when_compiled(function: F) -> F:
+    """Run ``function`` eagerly under ``torch.compile`` (a graph break around it), as
+    ``torch.compiler.disable`` does, but without importing the compiler when it decorates.
+
+    ``torch.compiler.disable`` imports ``torch._dynamo`` (about 2 s) at decoration time, so a model module
+    that used it would make ``foveal.pretrained`` that much slower to import; torch's private
+    ``torch._disable_dynamo`` is the lazy form, which imports it on the first call.
+    """
+    return cast(F, torch._disable_dynamo(function))
 
 
 T = TypeVar("T", bound=type)

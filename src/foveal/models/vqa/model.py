@@ -10,7 +10,7 @@ import torch
 from torch import Tensor, nn
 
 from foveal._checks import check_floating, check_index, check_ints, check_shape
-from foveal._torch_private import exportable_output
+from foveal._torch_private import eager_when_compiled, exportable_output
 from foveal.attention import Additive, box_weights
 from foveal.attention.coords import add_coords
 from foveal.attention.grid import flatten_grid
@@ -98,9 +98,7 @@ def _slot_in_picture(image_index: Tensor, pictures: int) -> Tensor:
     return slot
 
 
-# torch.compiler.disable imports torch._dynamo (about 2 s) when it decorates; torch's lazy form imports it on the
-# first call, so importing the model (foveal.pretrained) stays fast.
-@torch._disable_dynamo
+@eager_when_compiled
 def _slots_in_pictures(image_index: Tensor, pictures: int) -> tuple[Tensor, int]:
     """:func:`_slot_in_picture` and the most questions a picture has. Run eagerly under ``torch.compile``: the
     count sizes a tensor, so the graph takes it as a number rather than reading it from a tensor inside."""
