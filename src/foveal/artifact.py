@@ -27,28 +27,47 @@ import importlib
 import inspect
 import json
 import os
+import pkgutil
 import typing
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import torch
 from torch import nn
 
 from foveal.errors import FovealError
+from foveal.preprocess import Preprocessing
 from foveal.registry import MODELS
 
-__all__ = ["CARD", "WEIGHTS", "from_pretrained", "read_card", "save_pretrained"]
+__all__ = ["CARD", "WEIGHTS", "Labels", "ModelEntry", "from_pretrained", "read_card", "save_pretrained"]
 
 WEIGHTS = "model.safetensors"
 CARD = "card.json"
-# The modules whose import registers foveal's models, imported only when a card names a model not yet registered.
-MODEL_MODULES = (
-    "foveal.models.vqa",
-    "foveal.models.ntm",
-    "foveal.models.ram",
-    "foveal.models.stn_classifier",
-    "foveal.models.draw",
-)
+
+
+class ModelEntry(TypedDict):
+    """A card's ``model``: what builds the network again (:func:`describe_model` writes it)."""
+
+    name: str  # its name in foveal.registry.MODELS
+    args: list[Any]  # the constructor's positional arguments, tuples as lists
+    spec: dict[str, Any]  # the fields of its spec dataclass
+
+
+class Labels(TypedDict, total=False):
+    """A card's ``labels``: what a model's outputs mean (empty for a model whose outputs need no names)."""
+
+    classes: list[str]  # a classifier's class names, by output index
+    vocab: list[str]  # a VQA model's words, by token id (0 the padding)
+    answers: list[str]  # a VQA model's answers, by output index
+
+
+def _import_models() -> None:
+    """Import every module of :mod:`foveal.models`: a model registers itself in ``MODELS`` as its module loads."""
+    import foveal.models
+
+    for module in pkgutil.walk_packages(foveal.models.__path__, "foveal.models."):
+        importlib.import_module(module.name)
 
 
 def _registered_name(model: nn.Module) -> str:
@@ -81,7 +100,7 @@ def _positional(cls: type[nn.Module]) -> list[str]:
     return names
 
 
-def describe_model(model: nn.Module) -> dict[str, Any]:
+def describe_model(model: nn.Module) -> ModelEntry:
     """``{"name", "args", "spec"}``: what builds ``model`` again (its registered name, constructor arguments, spec).
 
     Example:
@@ -118,8 +137,8 @@ def save_pretrained(
     model: nn.Module,
     path: str | Path,
     *,
-    preprocessing: dict[str, Any] | None = None,
-    labels: dict[str, Any] | None = None,
+    preprocessing: Preprocessing | Mapping[str, Any] | None = None,
+    labels: Labels | Mapping[str, Any] | None = None,
     card: dict[str, Any] | None = None,
 ) -> Path:
     """Write ``model`` as a directory :func:`from_pretrained` loads: ``model.safetensors`` and ``card.json``.
@@ -132,8 +151,8 @@ def save_pretrained(
     from safetensors.torch import save_file
 
     entry = {**(card or {}), "model": describe_model(model)}
-    entry["preprocessing"] = preprocessing or dict(getattr(model, "preprocessing", None) or {})
-    entry["labels"] = labels or dict(getattr(model, "labels", None) or {})
+    entry["preprocessing"] = dict(preprocessing or getattr(model, "preprocessing", None) or {})
+    entry["labels"] = dict(labels or getattr(model, "labels", None) or {})
     directory = Path(path)
     directory.mkdir(parents=True, exist_ok=True)
     state = {key: value.detach().cpu().contiguous().clone() for key, value in model.state_dict().items()}
@@ -166,8 +185,7 @@ def from_pretrained(path: str | Path, device: str | torch.device = "cpu") -> nn.
     entry = read_card(path)
     described = entry["model"]
     if described["name"] not in MODELS:
-        for module in MODEL_MODULES:
-            importlib.import_module(module)
+        _import_models()
     cls = MODELS.get(described["name"])
     options = {key: _tuples(value) for key, value in described["spec"].items()}
     model = cls(*[_tuples(arg) for arg in described["args"]], **options)

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal, TypedDict
 
 import torch
 import torch.nn.functional as F
@@ -39,7 +39,31 @@ from torch import Tensor
 
 from foveal.errors import FovealError
 
-__all__ = ["Transform", "picture_input", "sequence_input", "transform_for"]
+__all__ = ["Preprocessing", "Transform", "picture_input", "sequence_input", "transform_for"]
+
+
+class Preprocessing(TypedDict, total=False):
+    """A card's ``preprocessing``: the input a saved model takes (the module's doc says what each key means).
+
+    Pictures have ``layout`` ``"NCHW"``, ``size``, ``channels``, ``dtype``, ``range`` and ``uint8_range``, then
+    ``mean`` and ``std`` or ``binarize`` and ``threshold``; bit sequences ``layout`` ``"NTC"``, ``width``,
+    ``input_size``, ``dtype`` and ``binary``. It is a dict, so a card's JSON reads into it as it is.
+    """
+
+    layout: Literal["NCHW", "NTC"]
+    dtype: str
+    size: list[int]
+    channels: int
+    range: list[float]
+    uint8_range: list[int]
+    mean: list[float]
+    std: list[float]
+    binarize: Literal["threshold", "sample"]
+    threshold: float
+    width: int
+    input_size: int
+    binary: bool
+
 
 LUMA = (0.299, 0.587, 0.114)
 """The weights of R, G and B in a grey picture (ITU-R 601-2, as PIL's ``convert("L")``)."""
