@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 import pytest
 
-from foveal.runs import start_run
+from foveal.runs import RunRequest, start_run
 from foveal.sweep import read_results
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
@@ -87,7 +87,9 @@ def test_a_small_cell_of_each_family_reproduces(family, tmp_path):
     cell = CELLS[family]
     rows = stored_rows(cell)
     seeds = sorted(r["seed"] for r in rows)
-    _, metrics = start_run(cell.recipe, cell.preset, sets=cell.sets, seed=seeds[0], threads=1, out=tmp_path / "run")
+    _, metrics = start_run(
+        RunRequest(cell.recipe, cell.preset, sets=cell.sets, seed=seeds[0], threads=1, out=tmp_path / "run")
+    )
     for metric, margin in cell.margins.items():
         low, high = min(r["metrics"][metric] for r in rows), max(r["metrics"][metric] for r in rows)
         assert low - margin <= metrics[metric] <= high + margin, (

@@ -42,9 +42,9 @@ def test_a_sweep_skips_a_row_another_sweep_wrote_while_it_ran(tmp_path, monkeypa
     real, trained = foveal.runs.start_run, []
     other = {"recipe": "toy", "preset": None, "sets": TINY, "seed": 1, "metrics": {"acc": 0.5}}
 
-    def start_run(*args, seed, **kwargs):
-        trained.append(seed)
-        result = real(*args, seed=seed, **kwargs)
+    def start_run(request, **kwargs):
+        trained.append(request.seed)
+        result = real(request, **kwargs)
         (tmp_path / "results").mkdir(exist_ok=True)
         with open(tmp_path / "results" / "toy-two.jsonl", "a") as f:  # a second sweep finishes seed 1 meanwhile
             f.write(json.dumps(other) + "\n")

@@ -185,11 +185,11 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_train(args: argparse.Namespace) -> int:
     from foveal.recipes.config import parse_sets
-    from foveal.runs import start_run
+    from foveal.runs import RunRequest, start_run
 
     if args.resume and args.overwrite:
         raise FovealError("--resume continues the run and --overwrite starts it afresh: pass one of them")
-    run, metrics = start_run(
+    request = RunRequest(
         args.recipe,
         args.preset,
         args.config,
@@ -199,8 +199,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         args.out,
         resume=args.resume,
         overwrite=args.overwrite,
-        command=_command_line(),
     )
+    run, metrics = start_run(request, command=_command_line())
     _out(json.dumps({"run": str(run.dir), "metrics": metrics}))
     return 0
 
@@ -269,11 +269,10 @@ def cmd_show(args: argparse.Namespace) -> int:
 
         paths = show_run(args.target, threads=args.threads, out=args.out)
     elif args.target in available():
-        import torch
-
         from foveal.demo import draw_model
+        from foveal.train import use_threads
 
-        torch.set_num_threads(args.threads or 1)
+        use_threads(args.threads or 1)
         paths = draw_model(args.target, Path(args.out or "figures") / args.target)
     elif args.target in FIGURES:
         _refuse(args, {"--threads": "threads"}, f"not used by the figure {args.target!r}: it runs no model")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,7 @@ from foveal.recipes.config import (
     validate,
 )
 from foveal.registry import RECIPES
-from foveal.train import Interrupted, RunDir, cpu_threads, evaluate, load, seed_everything, train
+from foveal.train import Interrupted, RunDir, cpu_threads, evaluate, load, seed_everything, train, use_threads
 from foveal.train.checkpoint import load_model_state, write_text_atomic
 from foveal.train.distributed import is_main
 
@@ -94,41 +95,55 @@ def holds_this_run(
     )
 
 
-def prepare_run(
-    recipe_name: str,
-    preset: str | None = None,
-    config_file: str | Path | None = None,
-    sets: dict[str, Any] | None = None,
-    seed: int | None = None,
-    threads: int | None = None,
-    out: str | Path | None = None,
-    resume: bool = False,
-    overwrite: bool = False,
-    save: bool = True,
-) -> tuple[Path, Recipe, str | None, RunConfig]:
+@dataclass(frozen=True)
+class RunRequest:
+    """What ``foveal train`` asks for: a recipe, the layers of its config, and where the run goes.
+
+    Example:
+        >>> request = RunRequest("toy", "quick", sets={"loop.steps": "20"}, out="runs/toy-short")
+        >>> request.run_dir, request.resume
+        (PosixPath('runs/toy-short'), False)
+    """
+
+    recipe: str  # the recipe's name (`foveal list`)
+    preset: str | None = None  # one of the recipe's presets; None: its defaults
+    config_file: str | Path | None = None  # a .toml or .json file of overrides (`--config`)
+    sets: Mapping[str, Any] | None = None  # {dotted key: value} overrides (`--set`), applied after the file
+    seed: int | None = None  # `--seed`, applied last; None: the config's
+    threads: int | None = None  # `--threads` (0: every core); None: the config's
+    out: str | Path | None = None  # the run directory; None: runs/RECIPE-PRESET
+    resume: bool = False  # continue the run in `out` from its checkpoint
+    overwrite: bool = False  # train afresh over a run already in `out`
+
+    @property
+    def run_dir(self) -> Path:
+        """``out``, or :func:`default_run_dir`."""
+        return Path(self.out) if self.out is not None else default_run_dir(self.recipe, self.preset)
+
+
+def prepare_run(request: RunRequest, save: bool = True) -> tuple[Path, Recipe, str | None, RunConfig]:
     """Resolve and save the config of a new or resumed run; returns ``(run_dir, recipe, preset, config)``.
 
-    A resumed run starts from its saved config, then applies ``config_file``, ``sets``, ``seed``
-    and ``threads``; the result may differ from the saved one only in :data:`RESUMABLE_CHANGES`.
+    A resumed run starts from its saved config, then applies the request's ``config_file``, ``sets``,
+    ``seed`` and ``threads``; the result may differ from the saved one only in :data:`RESUMABLE_CHANGES`.
     With ``save=False`` nothing is written (nor an overwritten run cleared): :func:`begin_run` does it.
     """
-    recipe = get_recipe(recipe_name)
-    run_dir = Path(out) if out is not None else default_run_dir(recipe_name, preset)
-    if resume:
+    recipe, preset, run_dir = get_recipe(request.recipe), request.preset, request.run_dir
+    if request.resume:
         if not RunDir(run_dir).checkpoint.is_file():
             raise FovealError(f"cannot resume: {RunDir(run_dir).checkpoint} does not exist")
         saved_recipe, saved_preset, config = load_run_config(run_dir)
-        if saved_recipe.name != recipe_name:
-            raise FovealError(f"cannot resume: {run_dir} is a run of recipe {saved_recipe.name!r}, not {recipe_name!r}")
+        if saved_recipe.name != recipe.name:
+            raise FovealError(f"cannot resume: {run_dir} is a run of recipe {saved_recipe.name!r}, not {recipe.name!r}")
         if preset is not None and preset != saved_preset:
             raise FovealError(f"cannot resume: {run_dir} was trained with preset {saved_preset!r}, not {preset!r}")
         saved = config_to_dict(config)
-        if config_file is not None:
-            apply_overrides(config, read_config_file(config_file), str(config_file))
-        if sets:
-            apply_overrides(config, sets, "--set")
-        config.seed = config.seed if seed is None else seed
-        config.threads = config.threads if threads is None else threads
+        if request.config_file is not None:
+            apply_overrides(config, read_config_file(request.config_file), str(request.config_file))
+        if request.sets:
+            apply_overrides(config, request.sets, "--set")
+        config.seed = config.seed if request.seed is None else request.seed
+        config.threads = config.threads if request.threads is None else request.threads
         validate(config)
         changed = set(_diff(saved, config_to_dict(config))) - RESUMABLE_CHANGES
         if changed:
@@ -138,11 +153,11 @@ def prepare_run(
             )
         preset = saved_preset
     else:
-        config = resolve_config(recipe, preset, config_file, sets, seed, threads)
-        if RunDir(run_dir).checkpoint.is_file() and not overwrite:
+        config = resolve_config(recipe, preset, request.config_file, request.sets, request.seed, request.threads)
+        if RunDir(run_dir).checkpoint.is_file() and not request.overwrite:
             raise FovealError(f"{run_dir} already holds a run; pass --resume to continue it, --overwrite, or --out NEW")
     if save:
-        begin_run(run_dir, recipe_name, preset, config, clear=overwrite and not resume)
+        begin_run(run_dir, recipe.name, preset, config, clear=request.overwrite and not request.resume)
     return run_dir, recipe, preset, config
 
 
@@ -154,32 +169,20 @@ def begin_run(run_dir: Path, recipe_name: str, preset: str | None, config: RunCo
         save_run_config(run_dir, recipe_name, preset, config)
 
 
-def start_run(
-    recipe_name: str,
-    preset: str | None = None,
-    config_file: str | Path | None = None,
-    sets: dict[str, Any] | None = None,
-    seed: int | None = None,
-    threads: int | None = None,
-    out: str | Path | None = None,
-    resume: bool = False,
-    overwrite: bool = False,
-    command: str = "python API",
-) -> tuple[Run, dict[str, float]]:
+def start_run(request: RunRequest, command: str = "python API") -> tuple[Run, dict[str, float]]:
     """Resolve and save the config, build the task, train: the one way a run is trained.
 
     Returns the trained :class:`Run` (task and model in memory) and the final metrics. See
     :func:`prepare_run` for what a resumed run may change. ``command`` is recorded in ``run.json``
     as what made the run (the command line does it; a resumed run keeps its first command).
     """
-    run_dir, recipe, preset, config = prepare_run(
-        recipe_name, preset, config_file, sets, seed, threads, out, resume, overwrite, save=False
-    )
+    run_dir, recipe, preset, config = prepare_run(request, save=False)
+    resume = request.resume
     seed_everything(config.seed)
     task = recipe.build(config)
     # Only a task that was built makes a run: a start that failed (missing data, an option the model
     # refuses) leaves the directory as it found it.
-    begin_run(run_dir, recipe_name, preset, config, clear=overwrite and not resume)
+    begin_run(run_dir, recipe.name, preset, config, clear=request.overwrite and not resume)
     started, cpu = time.time(), _cpu_seconds()
     try:
         metrics = train(task, config, run_dir, resume=resume)
@@ -265,10 +268,8 @@ def load_run(run_dir: str | Path) -> Run:
 
 def eval_run(run: str | Path | Run, threads: int | None = None) -> dict[str, float]:
     """Evaluate a trained run on its eval set and write ``RUN/eval.json`` (``threads``: default the run's)."""
-    import torch
-
     run = run if isinstance(run, Run) else load_run(run)
-    torch.set_num_threads(cpu_threads(threads or run.config.threads))
+    use_threads(threads or run.config.threads)
     if run.task.evaluate is None or run.task.eval_set is None:
         raise FovealError(f"recipe {run.recipe.name!r} defines no evaluation")
     metrics = evaluate(run.task, run.task.model)
@@ -281,7 +282,7 @@ def show_run(run: str | Path | Run, threads: int | None = None, out: str | Path 
     import torch
 
     run = run if isinstance(run, Run) else load_run(run)
-    torch.set_num_threads(cpu_threads(threads or run.config.threads))
+    use_threads(threads or run.config.threads)
     if run.task.show is None or run.task.eval_set is None:
         raise FovealError(f"recipe {run.recipe.name!r} draws no figures")
     model = run.task.model.eval()
@@ -362,9 +363,8 @@ def run_pipeline(
     from foveal.viz.report import write_report
 
     start = time.monotonic()
-    run, metrics = start_run(
-        recipe, preset, sets=sets, seed=seed, threads=threads, out=out, overwrite=True, command=command
-    )
+    request = RunRequest(recipe, preset, sets=sets, seed=seed, threads=threads, out=out, overwrite=True)
+    run, metrics = start_run(request, command=command)
     # The loop's final evaluation is of this very model: keep it rather than evaluate again.
     if run.task.evaluate is not None and run.task.eval_set is not None:
         write_text_atomic(json.dumps(metrics, indent=2) + "\n", RunDir(run.dir).eval)

@@ -117,7 +117,7 @@ def run_sweep(
     Returns the results file. Rows already in it (same recipe, preset, settings and seed) are kept
     and not trained again, including rows another sweep into the same file wrote since this one began.
     """
-    from foveal.runs import commit_id, holds_this_run, start_run
+    from foveal.runs import RunRequest, commit_id, holds_this_run, start_run
     from foveal.train import RunDir
 
     path = Path(results_dir) / f"{name}.jsonl"
@@ -134,8 +134,7 @@ def run_sweep(
             # A run of this cell stopped part-way (Ctrl-C, SIGTERM) left a checkpoint: go on from it. Anything
             # else there (other settings, or defaults changed since) is trained afresh over it.
             resume = holds_this_run(out.path, recipe, preset, settings, seed)
-            command = f"foveal sweep {name} {recipe}"
-            _, metrics = start_run(
+            request = RunRequest(
                 recipe,
                 preset,
                 sets=settings,
@@ -144,8 +143,8 @@ def run_sweep(
                 out=out.path,
                 resume=resume,
                 overwrite=not resume,
-                command=command,
             )
+            _, metrics = start_run(request, command=f"foveal sweep {name} {recipe}")
             info = json.loads(out.info.read_text())
             row |= {
                 "metrics": metrics,

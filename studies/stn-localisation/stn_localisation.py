@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 import foveal.train.loop as loop_module
-from foveal.runs import load_run, start_run
+from foveal.runs import RunRequest, load_run, start_run
 
 
 def localisation_net(model: nn.Module) -> nn.Sequential:
@@ -56,7 +56,9 @@ def train(args: argparse.Namespace) -> None:
     loop_module.Trainer.__init__ = init  # type: ignore[method-assign]
     loop_module.build_optimizer = optimizer
     sets = {"distortion": "cluttered", "model.name": "stcnn", "data.n_test": "2000", **dict(args.set)}
-    _, metrics = start_run("stn", "paper", sets=sets, seed=args.seed, threads=1, out=args.out, overwrite=True)
+    _, metrics = start_run(
+        RunRequest("stn", "paper", sets=sets, seed=args.seed, threads=1, out=args.out, overwrite=True)
+    )
     print(metrics)
 
 

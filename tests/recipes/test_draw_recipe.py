@@ -9,12 +9,12 @@ import pytest
 from PIL import Image
 
 from foveal.recipes import load_all
-from foveal.runs import eval_run, load_run, show_run, start_run
+from foveal.runs import RunRequest, eval_run, load_run, show_run, start_run
 
 
 def test_ci_preset_trains_evaluates_and_draws(tmp_path):
     load_all()
-    run, final = start_run("draw", "ci", out=tmp_path / "run")
+    run, final = start_run(RunRequest("draw", "ci", out=tmp_path / "run"))
     assert all(math.isfinite(v) for v in final.values())
     metrics = eval_run(run.dir)
     assert metrics == final  # evaluation noise is seeded: the same weights give the same numbers
@@ -30,7 +30,9 @@ def test_ci_preset_trains_evaluates_and_draws(tmp_path):
 
 def test_ci_preset_without_attention(tmp_path):
     load_all()
-    _, final = start_run("draw", "ci", sets={"model.attention": "false", "loop.steps": "3"}, out=tmp_path / "run")
+    _, final = start_run(
+        RunRequest("draw", "ci", sets={"model.attention": "false", "loop.steps": "3"}, out=tmp_path / "run")
+    )
     assert math.isfinite(final["neg_elbo"]) and math.isfinite(final["iwae_nll"])
 
 
@@ -39,8 +41,8 @@ def test_quick_preset_trains_without_nan(tmp_path):
     # The quick preset end to end (1,500 steps, attention, read and write 12 x 12): every logged number
     # finite, and the test -ELBO well below its first steps' ~240 nats (five seeds gave 109.8-117.4).
     load_all()
-    run, final = start_run("draw", "quick", sets={"iwae_images": "100", "iwae_k": "10"}, threads=1,
-                               out=tmp_path / "run")  # fmt: skip
+    sets = {"iwae_images": "100", "iwae_k": "10"}
+    run, final = start_run(RunRequest("draw", "quick", sets=sets, threads=1, out=tmp_path / "run"))
     logged = [json.loads(line) for line in (run.dir / "metrics.jsonl").read_text().splitlines()]
     numbers = [v for entry in logged for v in entry.values() if isinstance(v, float)]
     assert numbers and all(math.isfinite(v) for v in numbers)

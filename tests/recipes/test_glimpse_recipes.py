@@ -11,7 +11,7 @@ import torch
 
 from foveal.data.images import FASHION_FILES
 from foveal.recipes import load_all
-from foveal.runs import eval_run, load_run, show_run, start_run
+from foveal.runs import RunRequest, eval_run, load_run, show_run, start_run
 
 
 def write_idx(path, tensor: torch.Tensor) -> None:
@@ -50,7 +50,7 @@ def data_sets(tmp_path):
 )
 def test_ci_preset_trains_evaluates_and_draws(tmp_path, data_sets, recipe, sets, figure):
     load_all()
-    run, final = start_run(recipe, "ci", sets={**data_sets, **sets}, out=tmp_path / "run")
+    run, final = start_run(RunRequest(recipe, "ci", sets={**data_sets, **sets}, out=tmp_path / "run"))
     assert 0 <= final["error"] <= 100 and math.isfinite(final["loss"])
     assert eval_run(run.dir) == final  # evaluation is deterministic (RAM looks at its mean locations)
     # Where the transformer looks is measured when the data knows where the object is.

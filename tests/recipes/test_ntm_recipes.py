@@ -7,7 +7,7 @@ import torch
 
 from foveal.data.ntm_tasks import Copy
 from foveal.recipes.config import resolve_config
-from foveal.runs import get_recipe, start_run
+from foveal.runs import RunRequest, get_recipe, start_run
 from foveal.train import Curriculum, Trainer
 
 NAMES = ["ntm-copy", "ntm-repeat-copy", "ntm-recall", "ntm-sort"]
@@ -55,7 +55,7 @@ def test_copy_train_eval_show_through_the_cli_functions(tmp_path):
     from foveal.runs import show_run
 
     sets = {**TINY, "loop.steps": "3", "generalise_lengths": "12", "n_eval_long": "2", "loop.log_every": "1"}
-    run, metrics = start_run("ntm-copy", "quick", None, sets, 0, 1, tmp_path / "run")
+    run, metrics = start_run(RunRequest("ntm-copy", "quick", None, sets, 0, 1, tmp_path / "run"))
     run_dir = run.dir
     assert {"bits", "bits_len12", "cost_len12"} <= metrics.keys()
     paths = show_run(run_dir)
@@ -84,7 +84,7 @@ def test_copy_full_preset_converges(tmp_path):
     # measured reach 0.000-0.009). The quick preset is a demonstration (1,200 steps; 0.1-0.3 wrong
     # bits for seed 0, depending on the machine's floating point), so it is not held to this bound.
     sets = {"generalise_lengths": "40,120", "n_eval_long": "100"}
-    _, metrics = start_run("ntm-copy", "full", None, sets, 0, 1, tmp_path / "run")
+    _, metrics = start_run(RunRequest("ntm-copy", "full", None, sets, 0, 1, tmp_path / "run"))
     assert metrics["bits"] < 0.1
     assert metrics["bits_len120"] == metrics["bits_len120"]  # evaluated, and not NaN
 

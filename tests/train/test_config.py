@@ -140,6 +140,17 @@ def test_defaults_fit_the_machine_device_auto_and_every_core(monkeypatch):
         resolve_config(RECIPE, threads=-1)
 
 
+def test_threads_are_set_in_one_place():
+    # use_threads gives --threads and the config's threads one meaning (0: every core) in every command
+    from pathlib import Path
+
+    import foveal
+
+    source = Path(foveal.__file__).parent
+    setters = sorted(str(p.relative_to(source)) for p in source.rglob("*.py") if "set_num_threads(" in p.read_text())
+    assert setters == ["train/task.py"]
+
+
 def test_a_config_saved_with_explicit_device_and_threads_loads_as_saved(tmp_path):
     from foveal.registry import RECIPES
 

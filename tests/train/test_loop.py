@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from foveal.recipes.config import resolve_config
-from foveal.runs import get_recipe, start_run
+from foveal.runs import RunRequest, get_recipe, start_run
 from foveal.train import Interrupted, RunDir, load, read_metrics, seed_everything, train
 
 # Small and quick; dropout stays on so that restoring the RNG state matters.
@@ -116,8 +116,8 @@ def test_sigkill_then_resume_ends_like_an_uninterrupted_run(tmp_path):
     assert 0 < killed_at < 800, "the kill did not interrupt training"
 
     parsed = dict(s.split("=") for s in sets)
-    _, resumed = start_run("toy", sets=parsed, out=killed, resume=True)
-    _, uninterrupted = start_run("toy", sets=parsed, out=whole)
+    _, resumed = start_run(RunRequest("toy", sets=parsed, out=killed, resume=True))
+    _, uninterrupted = start_run(RunRequest("toy", sets=parsed, out=whole))
     assert resumed == uninterrupted
     _assert_same_run(whole, killed)
     assert json.loads((killed / "config.json").read_text())["recipe"] == "toy"
@@ -140,7 +140,7 @@ def test_two_processes_equal_one_on_the_same_global_batch(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     assert (tmp_path / "two" / "metrics.jsonl").is_file()
 
-    start_run("toy", sets=dict(s.split("=") for s in sets), out=tmp_path / "one")
+    start_run(RunRequest("toy", sets=dict(s.split("=") for s in sets), out=tmp_path / "one"))
     one, two = load(RunDir(tmp_path / "one").checkpoint), load(RunDir(tmp_path / "two").checkpoint)
     assert two["world_size"] == 2 and two["step"] == one["step"] == 6
     for name, tensor in one["model"].items():

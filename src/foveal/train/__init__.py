@@ -10,7 +10,7 @@ from foveal.train.metrics import read_metrics
 from foveal.train.optim import build_optimizer, build_scheduler, clip_gradients, lr_factor
 from foveal.train.run_dir import RunDir
 from foveal.train.sampler import StepBatchSampler
-from foveal.train.task import Callback, LoopConfig, RunConfig, Task, cpu_threads
+from foveal.train.task import Callback, LoopConfig, RunConfig, Task, cpu_threads, use_threads
 
 __all__ = [
     "Anneal",
@@ -35,4 +35,5 @@ __all__ = [
     "seed_everything",
     "to_device",
     "train",
+    "use_threads",
 ]

@@ -24,12 +24,12 @@ from foveal.compiling import CUDA_GRAPH_MODES, compile_count, compile_model
 from foveal.errors import CheckpointError, FovealError, NonFiniteError
 from foveal.specs import flatten
 from foveal.train import checkpoint as ckpt
-from foveal.train import distributed as D
+from foveal.train import distributed
 from foveal.train.metrics import MetricsLog
 from foveal.train.optim import build_optimizer, build_scheduler, clip_gradients, gradient_norm
 from foveal.train.run_dir import RunDir
 from foveal.train.sampler import StepBatchSampler
-from foveal.train.task import RunConfig, Task, cpu_threads
+from foveal.train.task import RunConfig, Task, use_threads
 
 
 class Interrupted(KeyboardInterrupt):
@@ -239,9 +239,9 @@ def train(task: Task, config: RunConfig, run_dir: str | Path | RunDir, resume: b
     Returns:
         The final evaluation metrics (the last training metrics if the task has no evaluation).
     """
-    torch.set_num_threads(cpu_threads(config.threads))
-    device = D.pick_device(config.loop.device)
-    created = D.setup(device)
+    use_threads(config.threads)
+    device = distributed.pick_device(config.loop.device)
+    created = distributed.setup(device)
     try:
         return _train(task, config, RunDir(run_dir), resume, device)
     finally:
@@ -251,7 +251,7 @@ def train(task: Task, config: RunConfig, run_dir: str | Path | RunDir, resume: b
 
 def _train(task: Task, config: RunConfig, run: RunDir, resume: bool, device: torch.device) -> dict[str, float]:
     loop = config.loop
-    rank, world_size = D.world()
+    rank, world_size = distributed.world()
     main = rank == 0
     trainer = Trainer(task, config, device)
     model = trainer.model
@@ -281,15 +281,15 @@ def _train(task: Task, config: RunConfig, run: RunDir, resume: bool, device: tor
     log = MetricsLog(run, loop.steps, step, enabled=main)
 
     def save() -> None:
-        rngs = D.gather(ckpt.rng_state())
+        rngs = distributed.gather(ckpt.rng_state())
         if main:
             state = {**trainer.state_dict(), "rng": rngs, "window": window, "world_size": world_size}
             ckpt.save_atomic(state, run.checkpoint)
-        D.barrier()
+        distributed.barrier()
 
     def run_eval(at: int) -> dict[str, float]:
         metrics = evaluate(task, model) if main else {}
-        metrics = D.broadcast(metrics)
+        metrics = distributed.broadcast(metrics)
         if metrics:
             log.event(at, "eval", metrics)
         return metrics
@@ -298,7 +298,7 @@ def _train(task: Task, config: RunConfig, run: RunDir, resume: bool, device: tor
         if not window["count"]:
             return {}
         means = {k: v / window["count"] for k, v in window["sums"].items()}
-        means = D.all_mean(means)
+        means = distributed.all_mean(means)
         means["lr"] = float(trainer.scheduler.get_last_lr()[0])
         log.event(at, "train", means)
         window["count"], window["sums"] = 0, {}
@@ -325,7 +325,7 @@ def _train(task: Task, config: RunConfig, run: RunDir, resume: bool, device: tor
                     run_eval(step)
                 if loop.ckpt_every and step % loop.ckpt_every == 0 and step < loop.steps:
                     save()
-                if D.any_rank(stop["stop"]) if world_size > 1 else stop["stop"]:
+                if distributed.any_rank(stop["stop"]) if world_size > 1 else stop["stop"]:
                     save()
                     raise Interrupted(step, run.checkpoint)
         last_train = flush_window(step) or last_train

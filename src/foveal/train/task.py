@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar
 
+import torch
 from torch import Tensor, nn
 from torch.utils.data import Dataset
 
@@ -99,6 +100,17 @@ def cpu_threads(threads: int = 0) -> int:
     if threads > 0:
         return threads
     return max(1, available_cores() // int(os.environ.get("LOCAL_WORLD_SIZE", 1)))
+
+
+def use_threads(threads: int = 0) -> int:
+    """Set torch's intra-op threads to what ``threads`` means (:func:`cpu_threads`) and return the count.
+
+    Every command that runs a model sets its threads here, so ``--threads`` and the config's ``threads``
+    mean the same everywhere.
+    """
+    count = cpu_threads(threads)
+    torch.set_num_threads(count)
+    return count
 
 
 def available_cores() -> int:
