@@ -4,8 +4,6 @@ import importlib as _importlib
 import importlib.util as _importlib_util
 from types import ModuleType as _ModuleType
 
-from torch import nn as _nn
-
 from foveal.artifact import from_pretrained, save_pretrained
 from foveal.attention import (
     NON_LOCAL_SIMILARITIES,
@@ -53,6 +51,7 @@ from foveal.glimpse import (
     stn_glimpse,
 )
 from foveal.preprocess import transform_for
+from foveal.shipped import pretrained
 
 __version__ = "0.1.0"
 
@@ -102,24 +101,6 @@ __all__ += [  # foveal.glimpse
     "gaussian_write",
     "stn_glimpse",
 ]
-
-
-def pretrained(name: str) -> _nn.Module:
-    """The shipped trained model ``name`` (``foveal.zoo.available()`` lists them), in eval mode.
-
-    It is built from the files shipped with foveal alone (no recipe, no data set) and carries its
-    ``preprocessing`` and ``labels``; a VQA model answers questions in words (``model.answer``).
-
-    Example:
-        >>> import foveal
-        >>> type(foveal.pretrained("ntm-copy")).__name__
-        'NTM'
-        >>> foveal.pretrained("stn").labels["classes"][:2]
-        ['T-shirt/top', 'Trouser']
-    """
-    from foveal.zoo import pretrained as load
-
-    return load(name)
 
 
 __all__ += ["from_pretrained", "pretrained", "save_pretrained", "transform_for"]

@@ -1,8 +1,9 @@
 """``foveal demo``: a gallery of every shipped model on held-out data, in one page.
 
-No training and no data set: each model is loaded from the weights foveal ships (:mod:`foveal.zoo`),
+No training and no data set: each model is loaded from the weights foveal ships (:mod:`foveal.shipped`),
 its recipe's ``show`` draws where it looks on the held-out test examples shipped with it, and one
-page gathers the pictures with the metrics the model scored on the whole test set when it was trained.
+page gathers the pictures, captioned by the model's card (``shows``), with the metrics the model scored
+on the whole test set when it was trained.
 """
 
 from __future__ import annotations
@@ -14,22 +15,10 @@ from typing import Any
 import torch
 
 from foveal.errors import DataUnavailableError, FovealError
+from foveal.shipped import available, card, pretrained, sample
+from foveal.train import use_threads
 from foveal.viz.report import GallerySection, write_gallery
-from foveal.zoo import available, build, card, config, pretrained, sample
-
-WHAT_IT_SHOWS = {
-    "easy-vqa": "One attention hop answering questions about one shape: where it looks for each question, "
-    "the object's outline and the share of attention inside it.",
-    "shapes-vqa": "Attention over a picture of several shapes for questions about their relations: "
-    "where each hop looks for each kind of question.",
-    "stn": "A spatial transformer network on distorted Fashion-MNIST: the box the localisation network "
-    "chooses in each input and the warped image the classifier sees.",
-    "ram": "The recurrent attention model: the sequence of glimpses it takes before it classifies.",
-    "draw": "DRAW writing images on its canvas step by step, with its read and write windows, and images "
-    "it generates from noise.",
-    "ntm-copy": "A Neural Turing Machine copying bit sequences: inputs, outputs, where its heads write "
-    "and read at each step, and the memory at the end, on lengths it was trained on and beyond.",
-}
+from foveal.zoo import build, config
 
 
 def draw_model(name: str, figures_dir: str | Path) -> list[Path]:
@@ -68,13 +57,11 @@ def run_demo(
     Returns ``{"page", "figures", "seconds", "skipped"}`` (``seconds`` per model and in all; ``page`` None
     when ``page=False``; ``skipped``: model -> why).
     """
-    torch.set_num_threads(threads)
+    use_threads(threads)
     out = Path(out)
     start = time.monotonic()
     sections, figures, seconds, skipped = [], {}, {}, {}
-    shipped = available()  # the page opens with the order of WHAT_IT_SHOWS: VQA attention first
-    ordered = [n for n in WHAT_IT_SHOWS if n in shipped] + [n for n in shipped if n not in WHAT_IT_SHOWS]
-    for name in names or ordered:
+    for name in names or available():
         began = time.monotonic()
         entry = card(name)
         try:
@@ -92,8 +79,7 @@ def run_demo(
             "commit": entry.commit,
             "torch": entry.torch,
         }
-        text = WHAT_IT_SHOWS.get(name, f"The {entry.recipe} recipe's figures.")
-        sections.append(GallerySection(name, text, entry.metrics, paths, details))
+        sections.append(GallerySection(name, entry.shows, entry.metrics, paths, details))
     intro = (
         "Every model foveal ships, on test data it never trained on. Each was trained by the recipe "
         "and command under its pictures; the numbers are its scores on the whole test set."

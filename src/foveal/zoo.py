@@ -1,74 +1,84 @@
-"""Trained weights that ship with foveal, each made by one of its own recipes.
+"""Trained weights that ship with foveal, each made by one of its own recipes: their recipe side.
 
-``foveal/weights/NAME/`` is a saved model (:mod:`foveal.artifact`): ``model.safetensors`` and
-``card.json``, whose ``model``, ``preprocessing`` and ``labels`` entries build and use the model with
-no recipe or data (:func:`pretrained`). The card also records how it was made: the recipe, preset and
-resolved config, the metrics of the full evaluation, a check (a small evaluation subset and what it
-scored), the command that made it, the commit and the torch version. ``sample.safetensors`` holds a
-few of the recipe's held-out test examples, which ``foveal demo`` and ``foveal show NAME`` draw on a
-machine without the data set. ``scripts/train_pretrained.py`` trains and writes every one of them
-again; ``scripts/describe_pretrained.py`` writes the card's model entries and the sample from the
-recipe once more.
+Each shipped model is declared once, by its card (:mod:`foveal.shipped`, which also loads it with no
+recipe or data: :func:`pretrained`). This module is what needs the recipe: the task a model was
+trained in (:func:`build`, :func:`config`), the run its card's command makes (:func:`training`), and
+writing ``weights/NAME/`` from a trained run (:func:`save`). ``scripts/train_pretrained.py`` trains
+every shipped model again; ``scripts/describe_pretrained.py`` writes the cards' model entries and the
+samples from the recipes once more.
 
 Example:
-    >>> from foveal.zoo import available
-    >>> "ntm-copy" in available()
-    True
+    >>> from foveal.zoo import available, training
+    >>> training("ntm-copy").recipe
+    'ntm-copy'
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field, replace
+import shlex
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from torch import Tensor, nn
-
-from foveal.artifact import from_pretrained, save_pretrained
+from foveal.artifact import CARD, save_pretrained
 from foveal.errors import FovealError
+from foveal.shipped import SAMPLE, WEIGHTS_DIR, Card, Check, available, card, pretrained, sample
 
 if TYPE_CHECKING:
     from foveal.recipes.base import Recipe, RunConfig, Task
 
-WEIGHTS_DIR = Path(__file__).parent / "weights"
-SAMPLE = "sample.safetensors"
+__all__ = [
+    "SAMPLE",
+    "WEIGHTS_DIR",
+    "Card",
+    "Check",
+    "Training",
+    "available",
+    "build",
+    "card",
+    "config",
+    "describe",
+    "pretrained",
+    "sample",
+    "save",
+    "save_card",
+    "training",
+    "write_sample",
+]
 
 
-@dataclass
-class Card:
-    """What is known of a shipped model: how to build it, how it was made and what it scores."""
+@dataclass(frozen=True)
+class Training:
+    """The run a shipped model's card command makes: ``foveal train RECIPE [--preset P] [--set K=V ...] --seed S
+    --threads T``, the arguments of :func:`foveal.runs.start_run`."""
 
-    name: str
     recipe: str
     preset: str | None
-    config: dict[str, Any]  # the resolved config it was trained with
-    metrics: dict[str, float]  # the recipe's evaluation at the end of training
-    check: dict[str, Any]  # {"sets": overrides that shrink the evaluation, "metrics": what they scored}
-    command: str  # the command that trained it
-    commit: str  # the commit of foveal that trained it
-    torch: str  # the torch version that trained it
-    seconds: float  # CPU seconds of training (and its evaluations), one thread
-    model: dict[str, Any] = field(default_factory=dict)  # {"name", "args", "spec"}: foveal.artifact builds it
-    preprocessing: dict[str, Any] = field(default_factory=dict)  # the input the model expects
-    labels: dict[str, Any] = field(default_factory=dict)  # what its outputs mean: classes, vocab and answers
-
-    @property
-    def directory(self) -> Path:
-        return WEIGHTS_DIR / self.name
+    sets: dict[str, str]
+    seed: int
+    threads: int
 
 
-def available() -> list[str]:
-    """The names of the shipped models."""
-    return sorted(p.name for p in WEIGHTS_DIR.iterdir() if (p / "card.json").is_file()) if WEIGHTS_DIR.is_dir() else []
-
-
-def card(name: str) -> Card:
-    """The card of a shipped model; an unknown name raises :class:`FovealError` listing the known ones."""
-    path = WEIGHTS_DIR / name / "card.json"
-    if not path.is_file():
-        raise FovealError(f"no shipped model {name!r}; choose from: {', '.join(available()) or '(none)'}")
-    return Card(**json.loads(path.read_text()))
+def training(name: str) -> Training:
+    """What shipped model ``name``'s card command trains; a command of another form raises :class:`FovealError`."""
+    command = card(name).command
+    form = "foveal train RECIPE [--preset P] [--set KEY=VALUE ...] --seed S --threads T"
+    words = shlex.split(command)
+    if words[:2] != ["foveal", "train"] or len(words) < 3 or len(words) % 2 == 0:
+        raise FovealError(f"{name}/card.json: expected a command {form}, got {command!r}")
+    options: dict[str, Any] = {"--preset": None, "--set": {}}
+    for flag, value in zip(words[3::2], words[4::2], strict=True):
+        if flag == "--set" and "=" in value:
+            key, _, setting = value.partition("=")
+            options["--set"][key] = setting
+        elif flag in ("--preset", "--seed", "--threads"):
+            options[flag] = value
+        else:
+            raise FovealError(f"{name}/card.json: expected a command {form}, got {flag} {value} in {command!r}")
+    if not {"--seed", "--threads"} <= options.keys():
+        raise FovealError(f"{name}/card.json: expected a command {form} (seed and threads stated), got {command!r}")
+    return Training(words[2], options["--preset"], options["--set"], int(options["--seed"]), int(options["--threads"]))
 
 
 def build(name: str, sets: dict[str, Any] | None = None) -> tuple[Recipe, RunConfig, Task]:
@@ -100,21 +110,6 @@ def build(name: str, sets: dict[str, Any] | None = None) -> tuple[Recipe, RunCon
     return recipe, config, task
 
 
-def pretrained(name: str) -> nn.Module:
-    """The trained model ``name`` (see :func:`available`), in eval mode, with its ``preprocessing`` and ``labels``.
-
-    It is built from its card (:func:`foveal.artifact.from_pretrained`): no recipe, no data set.
-
-    Example:
-        >>> import torch
-        >>> ntm = pretrained("ntm-copy")
-        >>> ntm(torch.zeros(1, 5, ntm.input_size)).logits.shape[-1] == ntm.output_size
-        True
-    """
-    card(name)  # an unknown name lists the shipped ones
-    return from_pretrained(WEIGHTS_DIR / name)
-
-
 def config(name: str) -> RunConfig:
     """The resolved recipe config a shipped model was trained with."""
     from foveal.recipes.config import apply_overrides
@@ -124,29 +119,21 @@ def config(name: str) -> RunConfig:
     return apply_overrides(get_recipe(entry.recipe).config(), entry.config, f"{name}/card.json")
 
 
-def sample(name: str) -> dict[str, Tensor]:
-    """The held-out test examples shipped with model ``name`` (empty when it ships none)."""
-    from safetensors.torch import load_file
-
-    path = card(name).directory / SAMPLE
-    return load_file(str(path)) if path.is_file() else {}
-
-
-def save(name: str, run: Any, metrics: dict[str, float], check: dict[str, Any], command: str, seconds: float) -> Path:
-    """Write ``weights/NAME/`` from a trained :class:`foveal.runs.Run`: weights, card and test sample."""
+def save(name: str, run: Any, metrics: dict[str, float], seconds: float) -> Path:
+    """Write ``weights/NAME/`` from a trained :class:`foveal.runs.Run` of its card's command: weights, the
+    card (its declaration kept; the check's metrics left to be measured on the stored weights) and test sample."""
     import torch
 
     from foveal.recipes.config import config_to_dict
     from foveal.runs import commit_id
 
-    entry = Card(
-        name=name,
+    entry = replace(
+        card(name),
         recipe=run.recipe.name,
         preset=run.preset,
         config=config_to_dict(run.config),
         metrics=metrics,
-        check=check,
-        command=command,
+        check=Check(sets=card(name).check["sets"]),
         commit=commit_id(),
         torch=torch.__version__,
         seconds=round(seconds, 1),
@@ -181,5 +168,5 @@ def save_card(entry: Card, **changes: Any) -> Path:
 
     entry = replace(entry, **changes)
     entry.directory.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(json.dumps(asdict(entry), indent=2) + "\n", entry.directory / "card.json")
+    write_text_atomic(json.dumps(asdict(entry), indent=2) + "\n", entry.directory / CARD)
     return entry.directory
