@@ -199,3 +199,13 @@ def test_non_local_option_errors():
         NonLocalBlock(8, f="concatenation", score="cosine")
     with pytest.raises(ValueError, match=r"qk_dim=6 is not divisible by heads=4"):
         NonLocalBlock(6, inner=4, heads=4, f="gaussian")  # the raw channels are split among the heads
+
+
+def test_map_attention_takes_every_option_of_attention():
+    options = {"heads": 2, "qkv": True, "proj": True, "bias": True, "dtype": torch.float64}
+    attn = MapAttention(4, **options)
+    assert attn.attention.extra_repr() == Attention(4, **options).extra_repr() and attn.attention.proj is not None
+    x = torch.randn(2, 4, 3, 2, dtype=torch.float64)
+    assert_close(attn(x).output, unflatten_grid(attn.attention(flatten_grid(x)).output, (3, 2)))
+    with pytest.raises(TypeError, match="keys"):
+        MapAttention(4, keys=3)

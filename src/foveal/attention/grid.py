@@ -84,9 +84,9 @@ class MapAttention(nn.Module):
 
     Args:
         dim: channels of the query map.
-        **options: keyword-only options of :class:`Attention` (``key_dim``, ``value_dim``,
-            ``out_dim``, ``qk_dim``, ``heads``, ``score``, ``bias``, ``temperature``, ``normalize``,
-            ``embed``).
+        **options: any keyword-only option of :class:`Attention` (``key_dim``, ``value_dim``, ``out_dim``,
+            ``heads``, ``score``, ...), which holds their defaults and checks; the inner module is
+            ``self.attention``.
 
     Shape:
         - query_map: ``(B, dim, *S_q)``, ``1 <= len(S_q) <= 3``
@@ -103,35 +103,9 @@ class MapAttention(nn.Module):
         (torch.Size([1, 8, 3, 4]), torch.Size([1, 2, 12, 48]))
     """
 
-    def __init__(
-        self,
-        dim: int,
-        *,
-        key_dim: int | None = None,
-        value_dim: int | None = None,
-        out_dim: int | None = None,
-        qk_dim: int | None = None,
-        heads: int = 1,
-        score: str | ScoreFn = "scaled_dot",
-        bias: bool = False,
-        temperature: float = 1.0,
-        normalize: str = "softmax",
-        embed: bool = True,
-    ) -> None:
+    def __init__(self, dim: int, **options: Any) -> None:
         super().__init__()
-        self.attention = Attention(
-            dim,
-            key_dim=key_dim,
-            value_dim=value_dim,
-            out_dim=out_dim,
-            qk_dim=qk_dim,
-            heads=heads,
-            score=score,
-            bias=bias,
-            temperature=temperature,
-            normalize=normalize,
-            embed=embed,
-        )
+        self.attention = Attention(dim, **options)
 
     def forward(
         self,
