@@ -1,8 +1,8 @@
 """One sweep over every registered attention module (timm's test_models pattern).
 
-Contract for an entry of ``ATTENTION``: ``factory(dim, **options)`` builds a module whose
-``example_inputs(batch, generator)`` returns positional arguments for its ``forward``, and whose
-``forward`` returns a NamedTuple with ``output`` and ``weights`` first.
+The contract it holds is written in docs/attention.md ("The modules"): ``factory(dim, **options)`` builds a
+module whose ``example_inputs(batch, generator)`` returns positional arguments for its ``forward``, whose
+``forward`` returns a NamedTuple with ``output`` and ``weights`` first, and whose maps ``record_maps`` records.
 """
 
 from __future__ import annotations
@@ -13,9 +13,12 @@ import pytest
 import torch
 
 import foveal  # noqa: F401  (importing the package registers every module)
+from foveal.attention import record_maps
+from foveal.attention.maps import is_map_module
 from foveal.registry import ATTENTION
 
 DIM, BATCH = 8, 2
+WITHOUT_MAPS = {"context-bilstm"}  # registered with the attention modules, but an LSTM: no weights to record
 
 
 def _build(name: str, seed: int) -> torch.nn.Module:
@@ -67,3 +70,19 @@ def test_state_dict_round_trip(name):
     torch.testing.assert_close(again.output, out.output)
     if out.weights is not None:
         torch.testing.assert_close(again.weights, out.weights)
+
+
+@pytest.mark.parametrize("name", ATTENTION.names())
+def test_record_maps_records_its_weights_and_changes_no_output(name):
+    module = _build(name, 0).eval()
+    assert is_map_module(module), f"{name}: register its class with foveal.register_map_module"
+    args, out = _run(module)
+    with record_maps(module) as maps:
+        recorded = module(*args)
+    torch.testing.assert_close(recorded.output, out.output)
+    if name in WITHOUT_MAPS:
+        assert recorded.weights is None and maps == {}
+        return
+    assert "" in maps and maps[""].shape[0] == BATCH, f"{name}: its weights were not recorded under its name"
+    if out.weights is not None:
+        torch.testing.assert_close(maps[""], out.weights)

@@ -16,7 +16,9 @@ from foveal.attention import (
     SpatialAttention,
     attention_rollout,
     record_maps,
+    register_map_module,
 )
+from foveal.attention.maps import report, wants_maps
 from foveal.errors import FovealError
 
 
@@ -71,6 +73,47 @@ def test_a_module_called_twice_keeps_every_call():
         attn(x)
         attn(x * 2)
     assert len(maps.calls[""]) == 2 and maps[""] is maps.calls[""][1] and maps[""].requires_grad
+
+
+@register_map_module
+class _Saliency(nn.Module):
+    """A third party's module: a tensor out, its maps computed only while a recording wants them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.computed = 0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        w = x.norm(dim=-1).softmax(-1)
+        if wants_maps(self):
+            self.computed += 1
+            report(self, {"weights": w, "peak": w.argmax(-1)})
+        return (w.unsqueeze(-1) * x).sum(1)
+
+
+class _Unregistered(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        report(self, {"weights": x})  # not a registered type: no recording holds it
+        return x
+
+
+def test_a_users_module_reports_its_maps_through_the_public_hook():
+    model = nn.Sequential(nn.Linear(3, 3), _Saliency(), nn.Linear(3, 2))
+    x = torch.randn(2, 5, 3)
+    plain = model(x)
+    assert model[1].computed == 0  # outside a recording: no maps computed, report not called
+    with record_maps(model) as maps:
+        recorded = model(x)
+    assert_close(recorded, plain)
+    assert set(maps) == {"1", "1.peak"} and maps["1"].shape == (2, 5) and maps["1.peak"].shape == (2,)
+    assert_close(maps["1"], model[0](x).norm(dim=-1).softmax(-1))
+    report(model[1], {"weights": torch.ones(1)})  # outside a recording it does nothing
+    unregistered = nn.Sequential(_Unregistered())
+    with record_maps(unregistered) as maps:
+        unregistered(x)
+    assert maps == {}
+    with pytest.raises(FovealError, match="maps by name"), record_maps(model):
+        report(model[1], {0: torch.ones(1)})
 
 
 def test_record_maps_refuses_a_non_module():

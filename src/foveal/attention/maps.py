@@ -23,7 +23,7 @@ draws on each input token through a stack of residual attention layers.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TypeVar
 
@@ -102,15 +102,46 @@ def is_map_module(module: object) -> bool:
     return isinstance(module, tuple(_MAP_MODULES))
 
 
-def report(module: nn.Module, output: object) -> None:
-    """Hand ``module``'s maps (the :data:`MAP_FIELDS` of ``output``) to every recording that holds it.
+def report(module: nn.Module, maps: object) -> None:
+    """Hand ``module``'s maps to every :func:`record_maps` recording that holds it; outside one, do nothing.
 
-    For a module whose return value must be another library's (a tensor, a plain tuple), so that the
-    recording cannot read the maps from it. Outside a recording it does nothing.
+    For a module whose return value cannot carry its maps (a tensor, another library's tuple), so that the
+    recording cannot read them from it. ``maps`` is either an output whose :data:`MAP_FIELDS` hold them
+    (a named tuple such as :class:`~foveal.attention.AttentionOutput`) or a ``{field: tensor}`` mapping of
+    any names; either way ``"weights"`` is recorded under the module's name and any other field under
+    ``name.field``. ``module``'s type must be registered (:func:`register_map_module`): a recording holds
+    only those.
+
+    Example:
+        >>> @register_map_module
+        ... class Saliency(nn.Module):
+        ...     def forward(self, x):  # (B, N, C) -> (B, C): another library's contract, a tensor out
+        ...         w = x.norm(dim=-1).softmax(-1)
+        ...         report(self, {"weights": w})
+        ...         return (w.unsqueeze(-1) * x).sum(1)
+        >>> model = nn.Sequential(Saliency())
+        >>> with record_maps(model) as recorded:
+        ...     _ = model(torch.randn(2, 5, 3))
+        >>> recorded["0"].shape
+        torch.Size([2, 5])
     """
+    if not _RECORDERS:
+        return
+    if isinstance(maps, Mapping):
+        items = list(maps.items())
+        if not all(isinstance(field, str) for field, _ in items):
+            raise FovealError(f"report: expected maps by name, {{field: tensor}}, got keys {list(maps)!r}")
+    else:
+        items = _map_fields(maps)
     for recorder in _RECORDERS:
         if id(module) in recorder._names:
-            recorder._hook(module, (), output)
+            recorder._record(recorder._names[id(module)], items)
+
+
+def _map_fields(output: object) -> list[tuple[str, object]]:
+    """The :data:`MAP_FIELDS` of a named-tuple output, as ``(field, value)``."""
+    fields = getattr(output, "_fields", ())
+    return [(field, getattr(output, field)) for field in MAP_FIELDS if field in fields]
 
 
 class RecordedMaps(dict):
@@ -146,12 +177,11 @@ class RecordedMaps(dict):
         self[key] = stored
 
     def _hook(self, module: nn.Module, _inputs: object, output: object) -> None:
-        name = self._names[id(module)]
-        fields = getattr(output, "_fields", ())
-        for field in MAP_FIELDS:
-            if field not in fields:
-                continue
-            value = getattr(output, field)
+        self._record(self._names[id(module)], _map_fields(output))
+
+    def _record(self, name: str, items: list[tuple[str, object]]) -> None:
+        """Keep the maps ``(field, map)`` of the module called ``name``."""
+        for field, value in items:
             key = name if field == "weights" else f"{name}.{field}" if name else field
             if isinstance(value, Tensor):
                 self._add(key, value)
