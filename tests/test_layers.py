@@ -114,10 +114,10 @@ RECIPE_DIR = SRC / "recipes"
 
 
 def registers_a_recipe(path: Path) -> bool:
-    """Whether a module registers a recipe (calls ``RECIPES.register``): what makes it a recipe module."""
+    """Whether a module registers a recipe (calls ``RECIPES.add``): what makes it a recipe module."""
     return any(
         isinstance(node, ast.Attribute)
-        and node.attr == "register"
+        and node.attr in ("add", "register")
         and isinstance(node.value, ast.Name)
         and node.value.id == "RECIPES"
         for node in ast.walk(ast.parse(path.read_text(), str(path)))
@@ -166,7 +166,7 @@ def test_the_recipe_checks_can_fail(tmp_path):
         '"""from foveal.recipes.stn import x (a docstring)."""\n'
         "from foveal.recipes.stn import ImageData\nfrom foveal.recipes import ram, base\nimport foveal.recipes.ntm\n"
         "from foveal.recipes._classify import error_rate\n"
-        'RECIPES.register("bad")(None)\n'
+        "RECIPES.add(None)\n"
     )
     assert recipes_imported(bad) == {"stn", "ram", "ntm"} and registers_a_recipe(bad)
     assert not registers_a_recipe(RECIPE_DIR / "_classify.py")

@@ -6,11 +6,17 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar, cast
 
 from foveal.errors import FovealError
 
 T = TypeVar("T")
+
+
+class Named(Protocol):
+    """An entry that carries its own name (a recipe)."""
+
+    name: str
 
 
 class Registry(Generic[T]):
@@ -42,6 +48,17 @@ class Registry(Generic[T]):
 
         return add
 
+    def add(self, entry: T) -> T:
+        """Register an entry under its own ``name`` (a :class:`~foveal.recipes.base.Recipe`), written once.
+
+        Example:
+            >>> from types import SimpleNamespace
+            >>> reg = Registry("colour")
+            >>> reg.add(SimpleNamespace(name="red")).name in reg
+            True
+        """
+        return self.register(cast(Named, entry).name)(entry)
+
     def get(self, name: str) -> T:
         if name not in self._entries:
             raise FovealError(f"unknown {self.kind} {name!r}; choose from: {', '.join(self.names())}")
@@ -68,7 +85,8 @@ MODELS: Registry[Any] = Registry("model")
 """Whole models by name."""
 
 RECIPES: Registry[Any] = Registry("recipe")
-"""Named experiments (:class:`foveal.recipes.base.Recipe`), found by ``foveal train NAME``."""
+"""Named experiments (:class:`foveal.recipes.base.Recipe`), found by ``foveal train NAME``; a recipe module
+registers its own with ``RECIPES.add(Recipe(name, ...))``."""
 
 FIGURES: Registry[Any] = Registry("figure")
 """Stand-alone figures for ``foveal show NAME`` that need no run: ``fn(out_dir: Path) -> list[Path]``."""

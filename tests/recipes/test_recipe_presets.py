@@ -73,8 +73,9 @@ def _local_data(tmp_path, name: str) -> dict[str, object]:
     return {}  # easy-vqa shares the user's cache: building it reads every picture of the package once
 
 
-def test_every_recipe_has_a_tiny_form():
+def test_every_recipe_has_a_tiny_form_and_is_registered_under_its_own_name():
     assert sorted(TINY) == RECIPES.names()
+    assert all(name == recipe.name for name, recipe in RECIPES.items())
 
 
 @pytest.mark.parametrize(("name", "preset"), PRESETS)

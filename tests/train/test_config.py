@@ -113,7 +113,7 @@ def test_bad_preset_file_and_ranges(tmp_path):
 def test_saved_config_rebuilds_the_same_config(tmp_path):
     from foveal.registry import RECIPES
 
-    RECIPES.register("cfg-test")(RECIPE)
+    RECIPES.add(RECIPE)
     c = resolve_config(RECIPE, "quick", sets={"inner.sizes": "9,8", "scale": "0.5"})
     save_run_config(tmp_path, "cfg-test", "quick", c)
     recipe, preset, loaded = load_run_config(tmp_path)
@@ -154,7 +154,7 @@ def test_threads_are_set_in_one_place():
 def test_a_config_saved_with_explicit_device_and_threads_loads_as_saved(tmp_path):
     from foveal.registry import RECIPES
 
-    RECIPES.register("cfg-test")(RECIPE)
+    RECIPES.add(RECIPE)
     c = resolve_config(RECIPE, sets={"loop.device": "cpu"}, threads=1)
     save_run_config(tmp_path, "cfg-test", None, c)
     _, _, loaded = load_run_config(tmp_path)

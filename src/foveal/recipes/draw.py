@@ -173,7 +173,7 @@ QUICK_MODEL = {
     "loop.batch_size": 64,
 }
 
-RECIPES.register("draw")(
+RECIPES.add(
     Recipe(
         name="draw",
         description="DRAW (recurrent VAE with Gaussian read/write attention) on binarised MNIST 5k / Fashion-MNIST",

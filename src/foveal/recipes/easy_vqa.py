@@ -225,7 +225,7 @@ def gallery(config: EasyVQAConfig, model: VQA, tensors: dict[str, Tensor], figur
     return show(model, from_sample(tensors, **card_labels(model)), figures_dir, count=len(tensors["questions"]))
 
 
-RECIPES.register("easy-vqa")(
+RECIPES.add(
     Recipe(
         name="easy-vqa",
         description="VQA on easy-VQA: CNN grid + BiLSTM question + attention head (none|spatial|dot|cosine|stacked)",

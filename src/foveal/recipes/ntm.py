@@ -157,8 +157,7 @@ def _register(name: str, description: str, config: type[NTMConfig], presets: dic
         binary = not isinstance(task_itself, RepeatCopy | PrioritySort)
         return {"preprocessing": sequence_input(c.width, task_itself.input_size, binary=binary), "labels": {}}
 
-    recipe = Recipe(name, description, config, build_task, presets, describe, _sample, _gallery(name))
-    RECIPES.register(name)(recipe)
+    RECIPES.add(Recipe(name, description, config, build_task, presets, describe, _sample, _gallery(name)))
 
 
 _register(

@@ -77,7 +77,7 @@ def gallery(config: RAMConfig, model: nn.Module, tensors: dict[str, Tensor], fig
     return show_glimpses(model, held_out, figures_dir, tuple(card_labels(model)["classes"]))
 
 
-RECIPES.register("ram")(
+RECIPES.add(
     Recipe(
         name="ram",
         description="Recurrent Attention Model (hard REINFORCE or Gaussian reads) vs conv nets on 60x60 canvases",

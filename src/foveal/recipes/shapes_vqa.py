@@ -183,7 +183,7 @@ def gallery(config: ShapesVQAConfig, model: VQA, tensors: dict[str, Tensor], fig
     return show(model, test, figures_dir, per_template=config.show_per_template)
 
 
-RECIPES.register("shapes-vqa")(
+RECIPES.add(
     Recipe(
         name="shapes-vqa",
         description="relational VQA (Sort-of-CLEVR shapes) with any seed 002 head; pointing answers score 4 boxes",

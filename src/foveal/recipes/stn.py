@@ -82,7 +82,7 @@ PAPER = {
     "loop.eval_every": 300,
     "data.n_test": 0,
 }
-RECIPES.register("stn")(
+RECIPES.add(
     Recipe(
         name="stn",
         description="CNN vs ST-CNN on distorted Fashion-MNIST/MNIST (R, RTS, P, E, cluttered): test error %",

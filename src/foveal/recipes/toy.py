@@ -107,7 +107,7 @@ def build(config: ToyConfig) -> Task:
     return Task(model, train_set, _loss, eval_set=eval_set, evaluate=_evaluate, show=_show)
 
 
-RECIPES.register("toy")(
+RECIPES.add(
     Recipe(
         name="toy",
         description="small MLP on seeded 2-D spirals; trains in seconds (smoke test of the loop and CLI)",
