@@ -105,7 +105,7 @@ def card(name: str) -> Card:
 
 
 def pretrained(name: str) -> nn.Module:
-    """The shipped trained model ``name`` (:func:`available` lists them), in eval mode.
+    """The shipped trained model ``name`` (``foveal.zoo.available()`` lists them), in eval mode.
 
     It is built from the files shipped with foveal alone (no recipe, no data set) and carries its
     ``preprocessing`` and ``labels``; a VQA model answers questions in words (``model.answer``).
