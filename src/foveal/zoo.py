@@ -51,7 +51,7 @@ __all__ = [
 @dataclass(frozen=True)
 class Training:
     """The run a shipped model's card command makes: ``foveal train RECIPE [--preset P] [--set K=V ...] --seed S
-    --threads T``, the arguments of :func:`foveal.runs.start_run`."""
+    --threads T``, read into its parts."""
 
     recipe: str
     preset: str | None
