@@ -10,7 +10,7 @@ import foveal
 from foveal.artifact import describe_model, from_pretrained, read_card, save_pretrained
 from foveal.errors import FovealError
 from foveal.models.ntm import NTM
-from foveal.models.ram import RAM, RAMOrBaselineSpec
+from foveal.models.ram import RAM, RAMClassifierSpec
 from foveal.models.vqa import VQA
 
 VOCAB = ["<pad>", "<unk>", "is", "it", "red", "what", "shape"]
@@ -45,7 +45,7 @@ def test_a_saved_model_comes_back_with_the_same_outputs_preprocessing_and_labels
 
 def test_a_spec_of_a_subclass_keeps_only_the_fields_the_model_takes(tmp_path):
     # the ram recipe's spec adds `name` (which classifier); RAM itself does not take it
-    model = RAM(1, 20, 10, RAMOrBaselineSpec(glimpses=2, glimpse_size=4, scales=1, hidden=8))
+    model = RAM(1, 20, 10, RAMClassifierSpec(glimpses=2, glimpse_size=4, scales=1, hidden=8))
     entry = describe_model(model)
     assert entry["name"] == "ram" and entry["args"] == [1, 20, 10] and "name" not in entry["spec"]
     save_pretrained(model, tmp_path)

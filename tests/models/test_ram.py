@@ -4,7 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from foveal.models.ram import RAM, RAMOrBaselineSpec, RAMOutput, RAMSpec, glimpse_sensor, ram_loss, ram_or_baseline
+from foveal.models.ram import RAM, RAMClassifierSpec, RAMOutput, RAMSpec, glimpse_sensor, ram_classifier, ram_loss
 from foveal.models.stn_classifier import CNN, GlimpseCNN
 from foveal.registry import MODELS
 
@@ -176,10 +176,10 @@ def test_a_spec_and_single_options_build_the_same_model():
 
 
 def test_the_recipe_spec_names_ram_or_a_baseline():
-    model = ram_or_baseline(1, 28, 10, RAMOrBaselineSpec(glimpses=2, glimpse_size=6, scales=2, hidden=16))
+    model = ram_classifier(1, 28, 10, RAMClassifierSpec(glimpses=2, glimpse_size=6, scales=2, hidden=16))
     assert type(model) is RAM and model.spec.glimpses == 2
-    assert type(ram_or_baseline(1, 28, 10, RAMOrBaselineSpec(name="glimpse-cnn"))) is GlimpseCNN
-    assert type(ram_or_baseline(1, 28, 10, RAMOrBaselineSpec(name="cnn"))) is CNN
+    assert type(ram_classifier(1, 28, 10, RAMClassifierSpec(name="glimpse-cnn"))) is GlimpseCNN
+    assert type(ram_classifier(1, 28, 10, RAMClassifierSpec(name="cnn"))) is CNN
 
 
 def test_glimpse_sensor_reads_the_same_pixels_for_16_bit_locations():

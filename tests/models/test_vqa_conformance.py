@@ -150,7 +150,7 @@ def test_pointing_by_attention_trains_every_parameter(head: str) -> None:
 def test_maps_have_the_documented_steps() -> None:
     x = inputs()
     assert build("stacked", hops=3)(**x).attention.shape[1] == 3
-    assert build("transformer", hops=2)(**x).attention.shape[1] == 3  # two blocks and the read-out
+    assert build("transformer", hops=2)(**x).attention.shape[1] == 3  # two blocks and the final hop
     assert build("coattention-alternating")(**x).word_weights.shape[1] == 2  # summary, then final
     assert build("cross-layer")(**x).attention.shape[1] == len(TINY["channels"])  # one map per layer
 

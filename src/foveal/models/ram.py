@@ -50,7 +50,7 @@ from foveal.models.stn_classifier import CNN, GlimpseCNN
 from foveal.registry import MODELS
 from foveal.specs import resolve_spec
 
-__all__ = ["RAM", "RAMOrBaselineSpec", "RAMOutput", "RAMSpec", "glimpse_sensor", "ram_loss", "ram_or_baseline"]
+__all__ = ["RAM", "RAMClassifierSpec", "RAMOutput", "RAMSpec", "glimpse_sensor", "ram_classifier", "ram_loss"]
 
 Read = Literal["hard", "gaussian"]
 
@@ -71,10 +71,10 @@ class RAMSpec:
 
 
 @dataclass
-class RAMOrBaselineSpec(RAMSpec):
+class RAMClassifierSpec(RAMSpec):
     """The ``ram`` recipe's classifier: RAM with these options, or a conv baseline (``name``).
 
-    :func:`ram_or_baseline` builds it; the baselines take their default options.
+    :func:`ram_classifier` builds it; the baselines take their default options.
     """
 
     # "ram"; or, on the whole canvas, "glimpse-cnn" (the RAM paper's conv net) or "cnn" (the stn recipe's)
@@ -310,16 +310,16 @@ def ram_loss(output: RAMOutput, labels: Tensor, *, reinforce_weight: float = 1.0
     return ce + reinforce_weight * reinforce + baseline_mse, metrics
 
 
-def ram_or_baseline(
-    in_channels: int, in_size: int, classes: int, spec: RAMOrBaselineSpec | None = None
+def ram_classifier(
+    in_channels: int, in_size: int, classes: int, spec: RAMClassifierSpec | None = None
 ) -> RAM | GlimpseCNN | CNN:
     """The classifier ``spec.name`` names: :class:`RAM` with ``spec``'s options, or a baseline with its defaults.
 
     Example:
-        >>> type(ram_or_baseline(1, 60, 10, RAMOrBaselineSpec(name="glimpse-cnn"))).__name__
+        >>> type(ram_classifier(1, 60, 10, RAMClassifierSpec(name="glimpse-cnn"))).__name__
         'GlimpseCNN'
     """
-    spec = spec or RAMOrBaselineSpec()
+    spec = spec or RAMClassifierSpec()
     if spec.name == "ram":
         return RAM(in_channels, in_size, classes, spec)
     if spec.name == "glimpse-cnn":

@@ -18,14 +18,14 @@ from foveal.models.stn_classifier import transform_box
 from foveal.preprocess import picture_input
 from foveal.recipes.base import Task
 
-Base = Literal["fashion-mnist", "mnist"]
+ImageSource = Literal["fashion-mnist", "mnist"]  # the undistorted images (foveal.data.images.BASES)
 
 
 @dataclass
 class ImageData:
     """Which distorted split to use (shared by the ``stn`` and ``ram`` recipes)."""
 
-    dataset: Base = "fashion-mnist"
+    dataset: ImageSource = "fashion-mnist"
     data_seed: int = 0  # seeds the distortions; the same for every model, so rows compare
     n_train: int = 0  # first n base images (0: all)
     n_test: int = 0

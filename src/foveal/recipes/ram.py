@@ -6,7 +6,7 @@ baseline), its differentiable variant with Gaussian filterbank reads (``model.re
 trained by backprop alone), and convolutional baselines on the whole canvas
 (``model.name=glimpse-cnn``, the paper's one-layer conv net; ``model.name=cnn``,
 :class:`~foveal.models.stn_classifier.CNN`). The model is
-:class:`~foveal.models.ram.RAMOrBaselineSpec`. ``evaluate`` reports the test error in percent
+:class:`~foveal.models.ram.RAMClassifierSpec`. ``evaluate`` reports the test error in percent
 (RAM looks at the mean locations, no sampling); ``show`` draws the glimpse path over time.
 
     foveal train ram --preset quick --set distortion=cluttered --set model.read=hard
@@ -22,7 +22,7 @@ from torch import Tensor, nn
 
 from foveal.artifact import card_labels
 from foveal.data.images import DistortedImages
-from foveal.models.ram import RAMOrBaselineSpec, ram_loss, ram_or_baseline
+from foveal.models.ram import RAMClassifierSpec, ram_classifier, ram_loss
 from foveal.recipes._classify import (
     HeldOut,
     ImageData,
@@ -43,7 +43,7 @@ class RAMConfig(RunConfig):
     """The ``ram`` recipe: RAM or a conv baseline (``model.*``), a 60 x 60 image set and the loop."""
 
     # An LSTM core: the paper's rectifier core ("rnn") learned slower here
-    model: RAMOrBaselineSpec = field(default_factory=lambda: RAMOrBaselineSpec(core="lstm"))
+    model: RAMClassifierSpec = field(default_factory=lambda: RAMClassifierSpec(core="lstm"))
     distortion: Literal["translated", "cluttered"] = "cluttered"
     reinforce_weight: float = 1.0  # w of the hybrid loss CE + w REINFORCE + baseline MSE (hard read)
     data: ImageData = field(default_factory=ImageData)
@@ -56,7 +56,7 @@ def build_ram(config: RAMConfig) -> Task:
     train_set, test_set = image_sets(config.data, config.distortion)
     size = train_set.image_size
     names = class_names(config.data.dataset)
-    model = ram_or_baseline(1, size, len(names), config.model)
+    model = ram_classifier(1, size, len(names), config.model)
     if config.model.name != "ram":
         return Task(model, train_set, classification_loss, eval_set=test_set, evaluate=error_rate)
     weight = config.reinforce_weight

@@ -171,10 +171,10 @@ class SelfContextHead(ContextStackedHead):
 
 
 class TransformerHead(VQAHead):
-    """``hops`` :class:`foveal.attention.TransformerFusion` blocks, then one additive read-out hop.
+    """``hops`` :class:`foveal.attention.TransformerFusion` blocks, then one additive hop, ``final_hop``.
 
-    The read-out query is the mean of the fused real words ``q``; ``phi = v_filt + q``. Maps: block
-    ``k``'s words -> image weights averaged over heads and real words, then the read-out's map
+    The final hop's query is the mean of the fused real words ``q``; ``phi = v_filt + q``. Maps: block
+    ``k``'s words -> image weights averaged over heads and real words, then the final hop's map
     (``hops + 1`` maps); word weights: block ``k``'s image -> words weights averaged over heads
     and regions.
     """
@@ -184,7 +184,7 @@ class TransformerHead(VQAHead):
     def __init__(self, dim: int, *, k_dim: int, hops: int, heads: int = 4) -> None:
         super().__init__()
         self.blocks = nn.ModuleList(TransformerFusion(dim, heads=heads) for _ in range(hops))
-        self.readout = SpatialAttention(dim, dim, k_dim)
+        self.final_hop = SpatialAttention(dim, dim, k_dim)
 
     def forward(self, V: Tensor, v_Q: Tensor, inputs: HeadInputs = NO_INPUTS) -> HeadOutput:
         word_mask, y = inputs.word_mask, inputs.words
@@ -200,7 +200,7 @@ class TransformerHead(VQAHead):
             image_maps.append((real.unsqueeze(-1) * per_word).sum(1) / real.sum(1, keepdim=True).clamp_min(1.0))
             word_maps.append(out.image_to_words.mean((1, 2)))  # (B, T)
         q = masked_mean(y, word_mask)
-        v_filt, alpha = self.readout(x, q)
+        v_filt, alpha = self.final_hop(x, q)
         weights = torch.stack([*image_maps, alpha], 1)
         return HeadOutput(v_filt + q, weights, word_weights=torch.stack(word_maps, 1), regions=x)
 
@@ -209,7 +209,7 @@ class TransformerHead(VQAHead):
 class TransformerOptions:
     """The options of the ``transformer`` head (:class:`TransformerHead`)."""
 
-    hops: int = 2  # TransformerFusion blocks, each one map, before the read-out hop
+    hops: int = 2  # TransformerFusion blocks, each one map, before the final hop
     heads: int = 4  # attention heads of each block (must divide the model's dim)
 
 
