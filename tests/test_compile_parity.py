@@ -12,9 +12,6 @@ and weights) must be the eager ones. What each traced path is for:
   results/compile-fast-paths.jsonl (studies/ntm-compile-speed).
 - ``glimpse-window``: a traced glimpse takes the dense product, exact at any parameters; eagerly ``"auto"`` may
   take the window, whose size is read from the parameter values.
-- ``max-pool``: the VQA grid encoder's 2 x 2 pool as the max of four strided views (its backward fuses with
-  BatchNorm and ReLU) instead of the library's kernel, whose compiled backward is a scatter; its gain is in
-  results/compile-fast-paths.jsonl (studies/vqa-compile-speed).
 - ``question-encoder``: the LSTM over every position with the lengths as a mask; packing reads the lengths
   on the host, which a graph cannot.
 
@@ -34,7 +31,6 @@ from torch import Tensor, nn
 from foveal.glimpse import gaussian_glimpse
 from foveal.memory import circular_shift
 from foveal.models.ntm import circular_shift_by_rolls
-from foveal.models.pooling import MaxPool2d
 from foveal.models.vqa.encoders import QuestionEncoder
 
 Built = tuple[Callable[..., Tensor], tuple[Tensor, ...], list[nn.Parameter]]
@@ -58,12 +54,6 @@ def _glimpse(generator: torch.Generator) -> Built:
     return (lambda i, p: gaussian_glimpse(i, p, (3, 3))), (images, params), []
 
 
-def _max_pool(generator: torch.Generator) -> Built:
-    # small integers: many windows hold ties, whose gradient goes to the first maximum; an odd last column
-    x = torch.randint(0, 3, (2, 3, 6, 5), generator=generator).double()
-    return MaxPool2d(2), (x,), []
-
-
 def _question_encoder(generator: torch.Generator) -> Built:
     torch.manual_seed(0)
     encoder = QuestionEncoder(9, 8, embed_dim=4).double()
@@ -77,7 +67,6 @@ CASES: dict[str, Callable[[torch.Generator], Built]] = {
     "circular-shift": _circular_shift,
     "shift-by-rolls": _shift_by_rolls,
     "glimpse-window": _glimpse,
-    "max-pool": _max_pool,
     "question-encoder": _question_encoder,
 }
 

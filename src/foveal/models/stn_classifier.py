@@ -34,7 +34,6 @@ from foveal._checks import check_choice, check_int, check_ints, check_number, ch
 from foveal._torch_private import exportable_output
 from foveal.errors import FovealError
 from foveal.glimpse.transformer import IDENTITY, Read, SpatialTransformer, Transform
-from foveal.models.pooling import MaxPool2d
 from foveal.registry import MODELS
 from foveal.specs import resolve_spec
 
@@ -152,10 +151,10 @@ class CNN(nn.Module):
         self.features = nn.Sequential(
             nn.Conv2d(in_channels, width, 5, padding=2),
             nn.ReLU(),
-            MaxPool2d(2),
+            nn.MaxPool2d(2),
             nn.Conv2d(width, 2 * width, 5, padding=2),
             nn.ReLU(),
-            MaxPool2d(2),
+            nn.MaxPool2d(2),
         )
         self.head = nn.Sequential(
             nn.Flatten(),
@@ -187,10 +186,10 @@ def localization_net(in_channels: int, n_params: int, *, width: int = 8, hidden:
         - output: ``(B, n_params)``
     """
     return nn.Sequential(
-        MaxPool2d(2),
+        nn.MaxPool2d(2),
         nn.Conv2d(in_channels, width, 5, padding=2),
         nn.ReLU(),
-        MaxPool2d(2),
+        nn.MaxPool2d(2),
         nn.Conv2d(width, 2 * width, 5, padding=2),
         nn.ReLU(),
         nn.AdaptiveMaxPool2d(4),

@@ -14,7 +14,6 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from foveal._checks import check_choice, check_index, check_int, check_ints, check_shape, tracing
 from foveal.attention.coords import AddCoords
 from foveal.errors import FovealError
-from foveal.models.pooling import MaxPool2d
 
 
 def _first(size: Any) -> int:
@@ -87,7 +86,7 @@ class GridEncoder(nn.Module):
             layers += [nn.Conv2d(c_in, c_out, 3, stride, padding=1, bias=False), nn.BatchNorm2d(c_out), nn.ReLU()]
             size //= stride
             if size > grid:
-                layers.append(MaxPool2d(2))
+                layers.append(nn.MaxPool2d(2))
                 size //= 2
             c_in = c_out
         if size != grid:
