@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from foveal.artifact import CARD, save_pretrained
+from foveal.artifact import CARD, WEIGHTS, save_pretrained
 from foveal.errors import FovealError
 from foveal.shipped import SAMPLE, WEIGHTS_DIR, Card, Check, available, card, pretrained, sample
 
@@ -101,7 +101,7 @@ def build(name: str, sets: dict[str, Any] | None = None) -> tuple[Recipe, RunCon
         apply_overrides(config, sets, "sets")
     seed_everything(config.seed)
     task = recipe.build(config)
-    weights = entry.directory / "model.safetensors"
+    weights = entry.directory / WEIGHTS
     load_model_state(task.model, load_file(str(weights)), weights)
     # setattr: nn.Module's annotations admit only tensors and modules as attributes set after construction
     for attribute, value in (("preprocessing", entry.preprocessing), ("labels", entry.labels)):
@@ -141,6 +141,7 @@ def save(name: str, run: Any, metrics: dict[str, float], seconds: float) -> Path
     described = describe(run.recipe, run.config, run.task)
     provenance = {k: v for k, v in asdict(entry).items() if k not in ("model", "preprocessing", "labels")}
     save_pretrained(run.task.model, entry.directory, card=provenance, **described)
+    (entry.directory / WEIGHTS).chmod(0o644)  # package data: safetensors writes its file for its owner alone
     write_sample(name, run.recipe, run.config, run.task)
     return entry.directory
 
