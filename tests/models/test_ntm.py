@@ -124,15 +124,23 @@ def test_head_bias_init_sets_gate_shift_and_gamma_of_every_head():
             torch.testing.assert_close(p.erase, torch.full((1, H, 5), 0.5))
 
 
-def test_read_heads_can_start_with_their_own_gate_and_shift_biases():
+def test_read_heads_can_start_with_their_own_gate_shift_and_sharpening_biases():
     model = small(
-        n_read_heads=2, n_write_heads=1, gate_bias=-2.0, still_bias=2.0, read_gate_bias=-4.0, read_still_bias=4.0
+        n_read_heads=2,
+        n_write_heads=1,
+        gate_bias=-2.0,
+        still_bias=2.0,
+        gamma_bias=0.5,
+        read_gate_bias=-4.0,
+        read_still_bias=4.0,
+        read_gamma_bias=3.0,
     )
     read_raw, write_raw = model.heads.bias.split([2 * model.read_param_size, model.write_param_size])
-    for raw, H, is_write, g, s in ((read_raw, 2, False, -4.0, 4.0), (write_raw, 1, True, -2.0, 2.0)):
+    for raw, H, is_write, g, s, gamma in ((read_raw, 2, False, -4.0, 4.0, 3.0), (write_raw, 1, True, -2.0, 2.0, 0.5)):
         p = split_head_params(raw.view(1, H, -1), 5, 3, write=is_write)
         torch.testing.assert_close(p.gate, torch.sigmoid(torch.tensor(g)).expand(1, H))
         torch.testing.assert_close(p.shift[..., 1], torch.tensor(s).exp().div(2 + torch.tensor(s).exp()).expand(1, H))
+        torch.testing.assert_close(p.gamma, (1 + torch.nn.functional.softplus(torch.tensor(gamma))).expand(1, H))
 
 
 def test_write_walk_bias_favours_shift_plus_one_for_write_heads_only():

@@ -84,6 +84,7 @@ class NTMSpec:
     gamma_bias: float = 0.0  # initial sharpening logit bias (gamma = 1 + softplus(gamma_bias))
     read_gate_bias: float | None = None  # the read heads' gate bias (None: gate_bias)
     read_still_bias: float | None = None  # the read heads' still bias (None: still_bias)
+    read_gamma_bias: float | None = None  # the read heads' sharpening bias (None: gamma_bias)
     write_walk_bias: float = 0.0  # initial bias of the write heads' shift +1 logit: consecutive rows
     read_walk_bias: float = 0.0  # initial bias of the read heads' shift +1 logit (copy's feed-forward start)
     forget_bias: float | None = None  # the LSTM controller's initial forget-gate bias (None: PyTorch's)
@@ -166,7 +167,7 @@ class NTM(nn.Module):
         check_number("memory_learned_std", spec.memory_learned_std, bound=">= 0")
         for name in ("gate_bias", "still_bias", "gamma_bias", "write_walk_bias", "read_walk_bias"):
             check_number(name, getattr(spec, name), bound=None)
-        for name in ("read_gate_bias", "read_still_bias", "forget_bias"):
+        for name in ("read_gate_bias", "read_still_bias", "read_gamma_bias", "forget_bias"):
             if getattr(spec, name) is not None:
                 check_number(name, getattr(spec, name), bound=None)
         self.input_size, self.output_size = input_size, output_size
@@ -176,6 +177,7 @@ class NTM(nn.Module):
         self.gate_bias, self.still_bias, self.gamma_bias = gate_bias, still_bias, spec.gamma_bias
         self.read_gate_bias = gate_bias if spec.read_gate_bias is None else spec.read_gate_bias
         self.read_still_bias = still_bias if spec.read_still_bias is None else spec.read_still_bias
+        self.read_gamma_bias = spec.gamma_bias if spec.read_gamma_bias is None else spec.read_gamma_bias
         self.write_walk_bias, self.read_walk_bias = spec.write_walk_bias, spec.read_walk_bias
         self.forget_bias = spec.forget_bias
 
@@ -226,7 +228,7 @@ class NTM(nn.Module):
                 self.heads.bias[start + C + 2 + S // 2] = self.read_still_bias if reads else self.still_bias
                 if S > 1:
                     self.heads.bias[start + C + 2 + S // 2 + 1] = self.read_walk_bias if reads else self.write_walk_bias
-                self.heads.bias[start + C + 2 + S] = self.gamma_bias
+                self.heads.bias[start + C + 2 + S] = self.read_gamma_bias if reads else self.gamma_bias
         if self.forget_bias is not None and isinstance(self.controller, nn.LSTMCell):
             with torch.no_grad():  # gates are ordered input, forget, cell, output
                 H = self.controller_size
