@@ -70,7 +70,8 @@ def _outputs(model: nn.Module, inputs: tuple[Any, ...]) -> list[Tensor]:
 
 
 def test_every_registered_model_has_a_small_build():
-    assert sorted(SMALL) == MODELS.names()
+    missing = set(MODELS.names()) - SMALL.keys()
+    assert sorted(SMALL) == MODELS.names(), f"add {sorted(missing)} to SMALL (a small build of the model)"
 
 
 @pytest.mark.parametrize("name", MODELS.names())
