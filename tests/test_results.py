@@ -185,3 +185,14 @@ def test_a_preset_s_own_rows_are_kept_apart_from_its_variations():
     ]
     table = results_table(rows, "cpu_s@preset")
     assert "110.000 | 100.000-120.000 | 0, 1" in table and "900" not in table
+
+
+def test_a_seed_table_gives_every_run_its_own_line_and_the_settings_that_vary():
+    rows = [
+        {"sets": {"model.read_gamma_bias": "1"}, "seed": 3, "metrics": {"bits": 0.0}},
+        {"sets": {"model.read_gamma_bias": "2"}, "seed": 3, "metrics": {"bits": 12.5}},
+        {"sets": {"model.read_gamma_bias": "2"}, "seed": 4, "metrics": {}},
+    ]
+    lines = results_table(rows, "bits@seed").splitlines()
+    assert lines[0] == "| read_gamma_bias | seed | bits |"
+    assert lines[2:] == ["| 1 | 3 | 0.000 |", "| 2 | 3 | 12.500 |", "| 2 | 4 | - |"]
