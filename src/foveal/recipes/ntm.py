@@ -52,7 +52,7 @@ class CopyConfig(NTMConfig):
     max_len: int = 20  # longest training sequence
     curriculum_start: int = 4  # the first level's maximum length; each level adds curriculum_step
     curriculum_step: int = 2  # what each level adds to the maximum length
-    generalise_lengths: tuple[int, ...] = (40, 60)  # lengths beyond training, evaluated separately
+    generalise_lengths: tuple[int, ...] = (40, 60)  # lengths scored each on its own (beyond training, or its longest)
     # training only: the chance that a vector is all zeros, which once written reads like an unwritten row
     blank_rate: float = 0.0
     n_eval_long: int = 200  # sequences per generalisation length
@@ -167,9 +167,13 @@ _register(
     {
         "quick": {"loop.steps": 1200, "n_eval": 500, "generalise_lengths": (40,), "n_eval_long": 100},
         # Copies past the training lengths: a feed-forward controller has no state to drift, the read head
-        # parks on a row the walking write head never writes, and more rows and blank vectors keep long
-        # sequences intact (docs/studies/ntm-copy-generalisation.md, docs/studies/ntm-copy-blank.md).
+        # parks on one row during the input, and more rows and blank vectors keep long sequences intact
+        # (docs/studies/ntm-copy-generalisation.md, docs/studies/ntm-copy-blank.md). Lengths 1-20 from the first
+        # step, as in the paper: a curriculum's short first levels let some seeds tell the input phase by
+        # reading the unwritten rows, which stops working as a long input fills the memory
+        # (docs/studies/ntm-copy-seeds.md).
         "full": {
+            "curriculum": False,
             "loop.steps": 2000,
             "loop.lr": 1e-3,
             "model.controller": "feedforward",
@@ -180,7 +184,7 @@ _register(
             "model.read_still_bias": 2.0,
             "model.n_rows": 256,
             "blank_rate": 0.05,
-            "generalise_lengths": (40, 60, 80, 100, 120),
+            "generalise_lengths": (20, 40, 60, 80, 100, 120),  # 20: the longest trained length on its own
             "n_eval_long": 500,
             "loop.compile": True,  # the compiled step repays its first compile (docs/studies/compile-speed.md)
         },
