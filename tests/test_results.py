@@ -196,3 +196,8 @@ def test_a_seed_table_gives_every_run_its_own_line_and_the_settings_that_vary():
     lines = results_table(rows, "bits@seed").splitlines()
     assert lines[0] == "| read_gamma_bias | seed | bits |"
     assert lines[2:] == ["| 1 | 3 | 0.000 |", "| 2 | 3 | 12.500 |", "| 2 | 4 | - |"]
+    two = [{"recipe": name, "sets": {}, "seed": 0, "metrics": {"bits": 1.0}} for name in ("ntm-recall", "ntm-copy")]
+    assert results_table(two, "bits@seed").splitlines()[2:] == [
+        "| ntm-recall | 0 | 1.000 |",
+        "| ntm-copy | 0 | 1.000 |",
+    ]
