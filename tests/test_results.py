@@ -60,8 +60,23 @@ def test_runs_with_other_fixed_settings_get_their_own_directories(tmp_path, monk
     monkeypatch.chdir(tmp_path)
     run_sweep("toy-sets", "toy", None, {}, [0], sets=TINY)
     run_sweep("toy-sets", "toy", None, {}, [0], sets={**TINY, "model.dropout": "0.5"})
-    runs = sorted(p.name for p in (tmp_path / "runs" / "sweeps" / "toy-sets").iterdir())
+    runs = sorted(p.name for p in (tmp_path / "runs" / "sweeps" / "toy-sets" / "toy" / "defaults").iterdir())
     assert len(runs) == 2 and all(r.endswith("-seed0") for r in runs) and any("dropout=0.5" in r for r in runs)
+
+
+def test_two_recipes_or_presets_swept_into_one_file_never_share_a_run(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    run_sweep("paper", "toy", None, {}, [0], sets=TINY)
+    run_sweep("paper", "toy", "quick", {}, [0], sets=TINY)
+    copy = {"loop.steps": "2", "n_eval": "4", "n_eval_long": "2", "model.controller_size": "4", "model.n_rows": "8"}
+    run_sweep("paper", "ntm-copy", "quick", {}, [0], sets=copy)
+    runs = sorted(str(p.parent.relative_to(tmp_path / "runs" / "sweeps" / "paper")) for p in tmp_path.rglob("run.json"))
+    assert runs == [
+        "ntm-copy/quick/" + "-".join(f"{k.split('.')[-1]}={v}" for k, v in copy.items()) + "-seed0",
+        "toy/defaults/" + "-".join(f"{k.split('.')[-1]}={v}" for k, v in TINY.items()) + "-seed0",
+        "toy/quick/" + "-".join(f"{k.split('.')[-1]}={v}" for k, v in TINY.items()) + "-seed0",
+    ]
+    assert len(read_results(tmp_path / "results" / "paper.jsonl")) == 3
 
 
 def test_the_command_line_sweeps_and_tabulates(tmp_path, monkeypatch, capsys):
@@ -127,7 +142,7 @@ def test_an_interrupted_sweep_goes_on_from_the_run_s_checkpoint(tmp_path, monkey
     with pytest.raises(Interrupted):
         run_sweep("toy-stop", "toy", None, {}, [0], sets=sets)
     assert read_results(tmp_path / "results" / "toy-stop.jsonl") == []
-    (run_dir,) = (RunDir(path) for path in (tmp_path / "runs" / "sweeps" / "toy-stop").iterdir())
+    (run_dir,) = (RunDir(path) for path in (tmp_path / "runs" / "sweeps" / "toy-stop" / "toy" / "defaults").iterdir())
     assert json.loads(run_dir.info.read_text())["parts"] == 1  # the stopped part's time is on record
     path = run_sweep("toy-stop", "toy", None, {}, [0], sets=sets)
     assert losses == [False] * 25 + [True] * 15  # steps 26-40 only: nothing trained twice

@@ -128,9 +128,10 @@ def run_sweep(
             # read afresh before every run: a second sweep into the same file may have written this row
             if _row_key(row) in {_row_key(done) for done in read_results(path)}:
                 continue
-            # every setting, fixed or gridded, names the run: two sweeps into one file never share a run
+            # the recipe, the preset and every setting, fixed or gridded, name the run: two sweeps into one
+            # file (another recipe's, another preset's) never share a run directory
             tag = "-".join(f"{k.split('.')[-1]}={v}" for k, v in settings.items()) or "default"
-            out = RunDir(Path(runs_dir) / name / f"{tag}-seed{seed}")
+            out = RunDir(Path(runs_dir) / name / recipe / (preset or "defaults") / f"{tag}-seed{seed}")
             # A run of this cell stopped part-way (Ctrl-C, SIGTERM) left a checkpoint: go on from it. Anything
             # else there (other settings, or defaults changed since) is trained afresh over it.
             resume = holds_this_run(out.path, recipe, preset, settings, seed)
