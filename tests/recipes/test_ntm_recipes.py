@@ -160,7 +160,8 @@ def test_copy_full_preset_is_a_feedforward_machine_whose_write_head_walks_and_re
     config = resolve_config(get_recipe("ntm-copy"), "full", None, {}, 0, 1)
     spec = config.model
     assert (spec.controller, spec.output_from, spec.n_rows) == ("feedforward", "both", 256)
-    assert config.generalise_lengths == (40, 60, 80, 100, 120) and config.max_len == 20
+    assert config.generalise_lengths == (20, 40, 60, 80, 100, 120) and config.max_len == 20
+    assert not config.curriculum  # lengths 1-20 from the first step, as the paper trains
     _, config, task = build("ntm-copy", preset="full", n_eval_long="2")
     model = task.model
     assert model.controller_kind == "feedforward"

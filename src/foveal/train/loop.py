@@ -243,7 +243,10 @@ def train(task: Task, config: RunConfig, run_dir: str | Path | RunDir, resume: b
     device = distributed.pick_device(config.loop.device)
     created = distributed.setup(device)
     try:
-        return _train(task, config, RunDir(run_dir), resume, device)
+        metrics = _train(task, config, RunDir(run_dir), resume, device)
+        if created:  # leave together: a rank that tears the group down while a peer still talks to it can abort
+            distributed.barrier()
+        return metrics
     finally:
         if created:
             dist.destroy_process_group()
