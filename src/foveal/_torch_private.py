@@ -98,6 +98,15 @@ def graphs_compiled() -> int:
     return int(counters["stats"]["unique_graphs"]) + int(counters["aot_autograd"]["total"])
 
 
+def allow_recompiles(limit: int) -> None:
+    """Let dynamo keep at least ``limit`` graphs of one function. Its default keeps 8 and then runs the function
+    eagerly without a word; a process that trains many configurations of a model (a sweep's grid, a test
+    session) compiles the same method once for each, and the ninth would train eagerly."""
+    from torch._dynamo import config
+
+    config.recompile_limit = max(config.recompile_limit, limit)
+
+
 def register_graph_pass(cls: type) -> None:
     """Make ``cls`` (a ``__call__(graph)`` and a ``uuid()``) one of inductor's custom graph passes, which
     inductor requires of a pass before it caches the graphs it ran on. A virtual subclass, registered when a

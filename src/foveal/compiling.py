@@ -208,6 +208,10 @@ def _compiled(
     return call
 
 
+RECOMPILE_LIMIT = 64
+"""Graphs of one compiled method a process keeps (dynamo's default: 8, past which it runs the method eagerly)."""
+
+
 def compile_plan(model: nn.Module) -> CompilePlan:
     """The :class:`CompilePlan` of ``model``'s class, else :data:`FORWARD`."""
     return model.compile_plan if isinstance(model, Compilable) else FORWARD
@@ -252,6 +256,7 @@ def compile_model(
     if not inductor and (mode != "default" or options):
         raise FovealError(f"a compile mode and options are inductor's; backend={backend!r} takes neither")
     _torch_private.require()
+    _torch_private.allow_recompiles(RECOMPILE_LIMIT)
     on_cpu = any(p.device.type == "cpu" for p in model.parameters())
     if on_cpu and mode in CUDA_GRAPH_MODES:
         raise FovealError(f"loop.compile_mode={mode} replays CUDA graphs: it needs loop.device=cuda")

@@ -11,6 +11,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from foveal.compiling import (
+    RECOMPILE_LIMIT,
     CompilePlan,
     MergeSummedProducts,
     compile_count,
@@ -327,3 +328,13 @@ def test_another_backend_takes_no_inductor_mode_or_options():
         compile_model(nn.Linear(2, 2), "max-autotune-no-cudagraphs", backend="aot_eager")
     with pytest.raises(FovealError, match="inductor's"):
         compile_model(nn.Linear(2, 2), options={"cpp_wrapper": True}, backend="aot_eager")
+
+
+def test_a_process_compiles_more_configurations_of_one_method_than_dynamo_keeps_by_default():
+    # Sequential.forward is one function for every depth: each depth is a graph of its own, and past dynamo's
+    # default of 8 the method would run eagerly without a word (a sweep's grid in one process)
+    for depth in range(1, RECOMPILE_LIMIT // 4):
+        model = compile_model(nn.Sequential(*[nn.Linear(3, 3) for _ in range(depth)]), backend="eager")
+        before = compile_count()
+        model(torch.randn(2, 3, requires_grad=True))
+        assert compile_count() > before, f"depth {depth}: the forward ran without compiling"
