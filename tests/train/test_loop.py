@@ -132,11 +132,16 @@ def test_two_processes_equal_one_on_the_same_global_batch(tmp_path):
         "loop.ckpt_every=0",
         "model.hidden=16",
     ]
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--nnodes=1"]
-    cmd += ["--master_addr=127.0.0.1", f"--master_port={_free_port()}", "-m", "foveal", "train", "toy"]
-    cmd += ["--out", str(tmp_path / "two")] + [arg for s in sets for arg in ("--set", s)]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    # On a loaded machine gloo now and then aborts a rank as it exits, after the training ("terminate called
+    # without an active exception"), and torchrun stops the other: such a launch is tried once more.
+    for _ in range(2):
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--nnodes=1"]
+        cmd += ["--master_addr=127.0.0.1", f"--master_port={_free_port()}", "-m", "foveal", "train", "toy"]
+        cmd += ["--out", str(tmp_path / "two"), "--overwrite"] + [arg for s in sets for arg in ("--set", s)]
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+        if done.returncode == 0 or "terminate called without an active exception" not in done.stderr:
+            break
     assert done.returncode == 0, done.stderr[-3000:]
     assert (tmp_path / "two" / "metrics.jsonl").is_file()
 
