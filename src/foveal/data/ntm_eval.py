@@ -116,7 +116,7 @@ def score(model: nn.Module, sequences: SequenceSet) -> dict[str, float]:
 
 
 def evaluate(model: nn.Module, dataset: NTMEvalSet) -> dict[str, float]:
-    """:func:`score` on the main set, and ``bits_NAME`` and ``cost_NAME`` on each extra set ``NAME``."""
+    """:func:`score` on the main set, and its scores but ``bce`` on each extra set ``NAME`` (``bits_NAME``, ...)."""
     metrics = score(model, dataset.main)
     for name, sequences in dataset.extras.items():
         metrics |= {f"{k}_{name}": v for k, v in score(model, sequences).items() if k != "bce"}
