@@ -50,7 +50,16 @@ from foveal.models.stn_classifier import CNN, GlimpseCNN
 from foveal.registry import MODELS
 from foveal.specs import resolve_spec
 
-__all__ = ["RAM", "RAMClassifierSpec", "RAMOutput", "RAMSpec", "glimpse_sensor", "ram_classifier", "ram_loss"]
+__all__ = [
+    "RAM",
+    "RAMClassifierSpec",
+    "RAMOutput",
+    "RAMSpec",
+    "glimpse_sensor",
+    "glimpses_on_object",
+    "ram_classifier",
+    "ram_loss",
+]
 
 Read = Literal["hard", "gaussian"]
 
@@ -133,6 +142,32 @@ def glimpse_sensor(images: Tensor, locations: Tensor, size: int, scales: int) ->
         patch = crop(images, corner, (side, side))
         patches.append(F.avg_pool2d(patch, 2**i) if i else patch)
     return torch.cat(patches, dim=1)
+
+
+def glimpses_on_object(locations: Tensor, boxes: Tensor, size: tuple[int, ...] | torch.Size) -> Tensor:
+    """The fraction of each image's glimpses whose centre lies inside its object's box.
+
+    Args:
+        locations: normalised ``(x, y)`` glimpse centres (the module's ``Convention``).
+        boxes: the objects' boxes ``(x_min, y_min, x_max, y_max)`` in continuous pixel coordinates
+            (pixel ``j`` spans ``[j - 0.5, j + 0.5]``, as :func:`~foveal.data.images.object_boxes`).
+        size: the images' ``(H, W)``.
+
+    Shape:
+        - locations: ``(B, T, 2)``; boxes: ``(B, 4)``
+        - output: ``(B,)``
+
+    Example:
+        >>> at = torch.tensor([[[0.0, 0.0], [-0.9, -0.9]]])  # the centre, then near the top-left corner
+        >>> glimpses_on_object(at, torch.tensor([[20.0, 20.0, 40.0, 40.0]]), (60, 60)).tolist()
+        [0.5]
+    """
+    H, W = size[-2], size[-1]
+    centres = (locations + 1) / 2 * torch.tensor([W, H], dtype=locations.dtype) - 0.5  # pixel-centre coordinates
+    x, y = centres.unbind(-1)
+    b = boxes[:, None, :].to(locations.dtype)
+    inside = (x >= b[..., 0]) & (x < b[..., 2]) & (y >= b[..., 1]) & (y < b[..., 3])
+    return inside.float().mean(1)
 
 
 @MODELS.register("ram")

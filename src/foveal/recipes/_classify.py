@@ -14,6 +14,7 @@ from torch import Tensor, nn
 from torch.utils.data import Dataset
 
 from foveal.data.images import FASHION_CLASSES, DistortedImages
+from foveal.models.ram import glimpses_on_object
 from foveal.models.stn_classifier import transform_box
 from foveal.preprocess import picture_input
 from foveal.recipes.base import Task
@@ -81,13 +82,16 @@ def error_rate(model: nn.Module, dataset: Dataset, batch_size: int = 500) -> dic
     (``dataset.boxes``, translated and cluttered canvases), it adds where the transformer looks:
     ``iou``, the mean intersection over union of the box the transform selects (the bounding box
     of :func:`~foveal.models.stn_classifier.transform_box`) with the object's tight box, and
-    ``centre_px``, the mean distance between their centres in pixels.
+    ``centre_px``, the mean distance between their centres in pixels. When the model returns glimpse
+    ``locations`` (:class:`~foveal.models.ram.RAMOutput`) and the dataset knows its boxes, it adds
+    ``on_object``: the fraction of glimpses whose centre lies inside the object's box (of all glimpses
+    of all images; times ``T`` it is the mean number of glimpses on the object).
     """
     device = next(model.parameters()).device
     images, labels = dataset.images, dataset.labels  # type: ignore[attr-defined]
     boxes = getattr(dataset, "boxes", None)
-    wrong, loss, iou, centre = 0, 0.0, 0.0, 0.0
-    located = False
+    wrong, loss, iou, centre, on_object = 0, 0.0, 0.0, 0.0, 0.0
+    located = looked = False
     for i in range(0, len(labels), batch_size):
         x = images[i : i + batch_size].to(device).float() / 255.0
         y = labels[i : i + batch_size].to(device)
@@ -102,10 +106,18 @@ def error_rate(model: nn.Module, dataset: Dataset, batch_size: int = 500) -> dic
             iou += float(box_iou(seen, truth).sum())
             centre += float(((seen[:, :2] + seen[:, 2:]) / 2 - (truth[:, :2] + truth[:, 2:]) / 2).norm(dim=1).sum())
             located = True
+        locations = getattr(out, "locations", None)
+        if boxes is not None and locations is not None:
+            on_object += float(
+                glimpses_on_object(locations.float().cpu(), boxes[i : i + batch_size], x.shape[-2:]).sum()
+            )
+            looked = True
     n = len(labels)
     out = {"error": 100.0 * wrong / n, "loss": loss / n}
     if located:
         out.update(iou=iou / n, centre_px=centre / n)
+    if looked:
+        out["on_object"] = on_object / n
     return out
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from torch import Tensor, nn
 
 from foveal.attention import record_maps
+from foveal.models.ram import glimpses_on_object
 from foveal.viz._mpl import FIGURE_DPI, FONT, PAGE_WIDTH_PX, pyplot, save_figure
 from foveal.viz.stn import OBJECT_COLOUR, LabelledImages
 
@@ -29,6 +30,8 @@ def show_glimpses(model: nn.Module, dataset: LabelledImages, figures_dir: Path, 
     H, W = images.shape[-2:]
     centres = ((maps["locations"].cpu() + 1) / 2 * Tensor([W, H])).numpy() - 0.5  # pixel-centre coordinates
     extents = maps["extents"].cpu().numpy()
+    if objects is not None:
+        on_object = glimpses_on_object(maps["locations"].float().cpu(), objects[:count].float(), (H, W))
     T = centres.shape[1]
     steps = plt.cm.plasma
     norm = BoundaryNorm([t + 0.5 for t in range(T + 1)], steps.N)
@@ -45,12 +48,9 @@ def show_glimpses(model: nn.Module, dataset: LabelledImages, figures_dir: Path, 
             ax.text(centres[j, t, 0], centres[j, t, 1], str(t + 1), color=colour, fontsize=FONT, ha="center")
         title = names[int(predicted[j])]
         if objects is not None:
-            x0, y0, x1, y1 = objects[j].tolist()
-            ax.add_patch(Rectangle((x0 - 0.5, y0 - 0.5), x1 - x0, y1 - y0, fill=False, ec=OBJECT_COLOUR, lw=1, ls="--"))
-            on = ((centres[j, :, 0] >= x0 - 0.5) & (centres[j, :, 0] < x1 - 0.5)) & (
-                (centres[j, :, 1] >= y0 - 0.5) & (centres[j, :, 1] < y1 - 0.5)
-            )
-            title += f"\n{int(on.sum())} of {T} glimpses on it"
+            x0, y0, x1, y1 = objects[j].tolist()  # pixel-centre coordinates, as imshow's
+            ax.add_patch(Rectangle((x0, y0), x1 - x0, y1 - y0, fill=False, ec=OBJECT_COLOUR, lw=1, ls="--"))
+            title += f"\n{round(float(on_object[j]) * T)} of {T} glimpses on it"
         ax.set_title(title, fontsize=FONT, color="limegreen" if predicted[j] == labels[j] else "red")
         ax.set_xlim(-0.5, W - 0.5)
         ax.set_ylim(H - 0.5, -0.5)
