@@ -1,10 +1,20 @@
 import io
+import math
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-from foveal.models.ram import RAM, RAMClassifierSpec, RAMOutput, RAMSpec, glimpse_sensor, ram_classifier, ram_loss
+from foveal.models.ram import (
+    RAM,
+    RAMClassifierSpec,
+    RAMOutput,
+    RAMSpec,
+    glimpse_sensor,
+    glimpses_on_object,
+    ram_classifier,
+    ram_loss,
+)
 from foveal.models.stn_classifier import CNN, GlimpseCNN
 from foveal.registry import MODELS
 
@@ -108,8 +118,12 @@ def test_gaussian_ram_starts_like_the_hard_one():
     assert out.locations[:, 0].abs().max() < 0.05  # near the centre
 
 
-def test_reinforce_gradient_is_the_score_function_times_the_advantage():
-    """d/dmu of ram_loss = -(1/B) (R - b) (l - mu) / std^2 per step; d/db = 2 (b - R) / (B T)."""
+@pytest.mark.parametrize("reward", ["correct", "probability"])
+def test_reinforce_gradient_is_the_score_function_times_the_advantage(reward):
+    """d/dmu of ram_loss = -(1/B) (R - b) (l - mu) / std^2 per step; d/db = 2 (b - R) / (B T).
+
+    R is 1[right] or the softmax probability of the label, p(y) = e^5 / (e^5 + 1) for the right rows.
+    """
     B, T, std = 4, 2, 0.2
     g = torch.Generator().manual_seed(3)
     mu = (torch.rand(B, T, 2, generator=g) - 0.5).requires_grad_()
@@ -119,14 +133,38 @@ def test_reinforce_gradient_is_the_score_function_times_the_advantage():
     logits = torch.tensor([[5.0, 0.0], [0.0, 5.0], [5.0, 0.0], [0.0, 5.0]])
     labels = torch.tensor([0, 0, 0, 1])  # rewards 1, 0, 1, 1
     out = RAMOutput(logits, torch.zeros(B, T, 2), torch.ones(B, T), log_probs, baselines)
-    loss, metrics = ram_loss(out, labels)
+    loss, metrics = ram_loss(out, labels, reward=reward)
     loss.backward()
-    reward = torch.tensor([1.0, 0.0, 1.0, 1.0])[:, None]
+    right, wrong = (1.0, 0.0) if reward == "correct" else (math.exp(5) / (math.exp(5) + 1), 1 / (math.exp(5) + 1))
+    reward = torch.tensor([right, wrong, right, right])[:, None]
     advantage = reward - baselines.detach()
     expected_mu = -(advantage[..., None] * (drawn - mu.detach()) / std**2) / B
     torch.testing.assert_close(mu.grad, expected_mu)
     torch.testing.assert_close(baselines.grad, 2 * (baselines.detach() - reward) / (B * T))
-    assert metrics["reward"] == 0.75
+    assert metrics["reward"] == pytest.approx(reward.mean().item())
+
+
+def test_an_unknown_reward_is_named():
+    out = RAMOutput(torch.zeros(2, 3), torch.zeros(2, 1, 2), torch.ones(2, 1), torch.zeros(2, 1), torch.zeros(2, 1))
+    with pytest.raises(ValueError, match="reward"):
+        ram_loss(out, torch.tensor([0, 1]), reward="accuracy")
+
+
+def test_glimpses_on_object_counts_centres_inside_the_box():
+    """A centre at normalised (x, y) is pixel-centre coordinate (x + 1) W / 2 - 0.5; inside is [x0, x1) x [y0, y1)."""
+    box = torch.tensor([[10.0, 20.0, 30.0, 40.0]])  # on a 60 x 60 canvas
+
+    def at(px, py):  # the normalised location of pixel-centre coordinates (px, py)
+        return [(px + 0.5) / 30 - 1, (py + 0.5) / 30 - 1]
+
+    points = [at(10, 20), at(29.9, 39.9), at(30, 30), at(20, 19.9), at(20, 30), at(0, 0)]  # in, in, out, out, in, out
+    locations = torch.tensor([points])
+    assert glimpses_on_object(locations, box, (60, 60)).item() == pytest.approx(3 / 6)
+    # x and y are not swapped: a tall box holds points below each other, not beside
+    tall = torch.tensor([[10.0, 0.0, 12.0, 60.0]])
+    assert glimpses_on_object(
+        torch.tensor([[at(11, 5), at(11, 50), at(50, 11)]]), tall, (60, 60)
+    ).item() == pytest.approx(2 / 3)
 
 
 def test_state_dict_round_trip():

@@ -42,6 +42,14 @@ RECIPE = Recipe(
 )
 
 
+@pytest.fixture
+def registered(monkeypatch):
+    """The test recipe in the registry for one test only: other tests list every registered recipe."""
+    from foveal.registry import RECIPES
+
+    monkeypatch.setitem(RECIPES._entries, RECIPE.name, RECIPE)
+
+
 def test_precedence_defaults_preset_file_set_seed(tmp_path):
     file = tmp_path / "c.toml"
     file.write_text('name = "file"\nseed = 5\n[loop]\nsteps = 20\nlr = 0.5\n')
@@ -110,10 +118,7 @@ def test_bad_preset_file_and_ranges(tmp_path):
         parse_sets(["loop.lr"])
 
 
-def test_saved_config_rebuilds_the_same_config(tmp_path):
-    from foveal.registry import RECIPES
-
-    RECIPES.add(RECIPE)
+def test_saved_config_rebuilds_the_same_config(tmp_path, registered):
     c = resolve_config(RECIPE, "quick", sets={"inner.sizes": "9,8", "scale": "0.5"})
     save_run_config(tmp_path, "cfg-test", "quick", c)
     recipe, preset, loaded = load_run_config(tmp_path)
@@ -151,10 +156,7 @@ def test_threads_are_set_in_one_place():
     assert setters == ["train/task.py"]
 
 
-def test_a_config_saved_with_explicit_device_and_threads_loads_as_saved(tmp_path):
-    from foveal.registry import RECIPES
-
-    RECIPES.add(RECIPE)
+def test_a_config_saved_with_explicit_device_and_threads_loads_as_saved(tmp_path, registered):
     c = resolve_config(RECIPE, sets={"loop.device": "cpu"}, threads=1)
     save_run_config(tmp_path, "cfg-test", None, c)
     _, _, loaded = load_run_config(tmp_path)

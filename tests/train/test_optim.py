@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from foveal.train import LoopConfig, build_optimizer, build_scheduler, clip_gradients, lr_factor
+from foveal.train import LoopConfig, build_optimizer, build_scheduler, clip_gradients, lr_factor, parameter_groups
 
 
 @pytest.mark.parametrize(
@@ -118,3 +118,41 @@ def test_scheduler_scale_is_read_every_step():
         opt.step()
         sched.step()
     assert seen == pytest.approx([0.2, 0.2, 0.02, 0.02])
+
+
+def test_parameter_groups_scale_a_part_and_the_scheduler_keeps_the_ratio():
+    model = nn.Sequential(nn.Linear(2, 3), nn.Sequential(nn.Linear(3, 3), nn.Linear(3, 1)))
+    loop = LoopConfig(steps=10, lr=0.1, schedule="cosine")
+    groups = parameter_groups(model, {"1.1": 0.25}, loop.lr)
+    opt = build_optimizer(groups, loop)
+    sched = build_scheduler(opt, loop)
+    scaled = {id(p) for p in model[1][1].parameters()}
+    assert [{id(p) for p in g["params"]} == scaled for g in opt.param_groups] == [False, True]
+    assert sum(len(g["params"]) for g in opt.param_groups) == len(list(model.parameters()))
+    for _ in range(3):
+        opt.step()
+        sched.step()
+    full, part = (g["lr"] for g in opt.param_groups)
+    assert full < 0.1 and part == pytest.approx(full / 4)
+
+
+def test_a_scaled_part_moves_by_its_rate():
+    """Adam's first step moves every weight by about its group's rate: the scaled part by a quarter."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 1))
+    before = [p.detach().clone() for p in model.parameters()]
+    opt = build_optimizer(parameter_groups(model, {"1": 0.25}, 0.01), LoopConfig(lr=0.01))
+    model(torch.randn(8, 4)).square().mean().backward()
+    opt.step()
+    moved = [(p.detach() - b).abs().max().item() for p, b in zip(model.parameters(), before, strict=True)]
+    assert moved[0] == pytest.approx(0.01, rel=1e-3) and moved[2] == pytest.approx(0.0025, rel=1e-3)
+
+
+@pytest.mark.parametrize(
+    ("scales", "match"),
+    [({"2": 0.5}, "no submodule '2'"), ({"0": 0.0}, "positive"), ({"1": 0.5, "1.0": 0.5}, "inside '1'")],
+)
+def test_parameter_groups_name_what_is_wrong(scales, match):
+    model = nn.Sequential(nn.Linear(2, 2), nn.Sequential(nn.Linear(2, 1)))
+    with pytest.raises(ValueError, match=match):
+        parameter_groups(model, scales, 1e-3)

@@ -62,6 +62,7 @@ __all__ = [
 ]
 
 Read = Literal["hard", "gaussian"]
+Reward = Literal["correct", "probability"]  # ram_loss's R: right or wrong, or the label's probability
 
 
 @dataclass
@@ -306,17 +307,23 @@ class RAM(nn.Module):
         return (torch.rand(batch, self.in_channels, self.in_size, self.in_size, generator=generator),)
 
 
-def ram_loss(output: RAMOutput, labels: Tensor, *, reinforce_weight: float = 1.0) -> tuple[Tensor, dict[str, float]]:
+def ram_loss(
+    output: RAMOutput, labels: Tensor, *, reinforce_weight: float = 1.0, reward: Reward = "correct"
+) -> tuple[Tensor, dict[str, float]]:
     """The RAM paper's hybrid loss: ``CE + w * REINFORCE + MSE(baseline, reward)``.
 
     ``REINFORCE = -mean_b sum_t log pi(l_t) (R - b_t)`` with the advantage held constant (no gradient
-    through the baseline into the policy) and ``R = 1[argmax logits = label]``. Without sampled
-    locations (the Gaussian read, or eval mode) it is the cross-entropy alone.
+    through the baseline into the policy). The reward ``R`` is the paper's ``1[argmax logits = label]``
+    (``reward="correct"``) or the probability the classifier gives the label (``"probability"``), whose
+    expectation differs from the paper's only in counting near misses, and which varies with where the
+    glimpses went far more than a right-or-wrong outcome does. Without sampled locations (the Gaussian
+    read, or eval mode) the loss is the cross-entropy alone.
 
     Args:
         output: what :class:`RAM` returned.
         labels: the true classes.
         reinforce_weight: ``w``.
+        reward: ``"correct"`` or ``"probability"``.
 
     Shape:
         - labels: ``(B,)`` int64
@@ -332,16 +339,21 @@ def ram_loss(output: RAMOutput, labels: Tensor, *, reinforce_weight: float = 1.0
         ['acc', 'baseline_mse', 'ce', 'reinforce', 'reward']
     """
     check_shape("labels", labels, (output.logits.shape[0],))
+    check_choice("reward", reward, ("correct", "probability"))
     ce = F.cross_entropy(output.logits, labels)
     correct = (output.logits.argmax(-1) == labels).float()
     metrics = {"ce": ce.item(), "acc": correct.mean().item()}
     if output.log_probs is None or output.baselines is None:
         return ce, metrics
-    reward = correct[:, None].expand_as(output.baselines)
-    advantage = (reward - output.baselines).detach()
+    if reward == "correct":
+        earned = correct
+    else:
+        earned = output.logits.detach().softmax(-1).gather(1, labels[:, None]).squeeze(1)
+    returns = earned[:, None].expand_as(output.baselines)
+    advantage = (returns - output.baselines).detach()
     reinforce = -(output.log_probs * advantage).sum(1).mean()
-    baseline_mse = F.mse_loss(output.baselines, reward)
-    metrics.update(reward=correct.mean().item(), reinforce=reinforce.item(), baseline_mse=baseline_mse.item())
+    baseline_mse = F.mse_loss(output.baselines, returns)
+    metrics.update(reward=earned.mean().item(), reinforce=reinforce.item(), baseline_mse=baseline_mse.item())
     return ce + reinforce_weight * reinforce + baseline_mse, metrics
 
 

@@ -22,7 +22,7 @@ from torch import Tensor, nn
 
 from foveal.artifact import card_labels
 from foveal.data.images import DistortedImages
-from foveal.models.ram import RAMClassifierSpec, ram_classifier, ram_loss
+from foveal.models.ram import RAMClassifierSpec, Reward, ram_classifier, ram_loss
 from foveal.recipes._classify import (
     HeldOut,
     ImageData,
@@ -46,6 +46,8 @@ class RAMConfig(RunConfig):
     model: RAMClassifierSpec = field(default_factory=lambda: RAMClassifierSpec(core="lstm"))
     distortion: Literal["translated", "cluttered"] = "cluttered"
     reinforce_weight: float = 1.0  # w of the hybrid loss CE + w REINFORCE + baseline MSE (hard read)
+    reward: Reward = "correct"  # REINFORCE's R: "correct" (the paper's 1[right]) or "probability" of the label
+    policy_lr_scale: float = 1.0  # the location network's learning rate, as a multiple of loop.lr (hard read)
     data: ImageData = field(default_factory=ImageData)
     loop: LoopConfig = field(
         default_factory=lambda: LoopConfig(steps=4000, batch_size=64, lr=1e-3, clip_norm=5.0, ckpt_every=1000)
@@ -59,16 +61,17 @@ def build_ram(config: RAMConfig) -> Task:
     model = ram_classifier(1, size, len(names), config.model)
     if config.model.name != "ram":
         return Task(model, train_set, classification_loss, eval_set=test_set, evaluate=error_rate)
-    weight = config.reinforce_weight
+    weight, reward = config.reinforce_weight, config.reward
 
     def loss(model: nn.Module, batch: list[Tensor]) -> tuple[Tensor, dict[str, float]]:
         images, labels = batch
-        return ram_loss(model(images), labels, reinforce_weight=weight)
+        return ram_loss(model(images), labels, reinforce_weight=weight, reward=reward)
 
     def show(model: nn.Module, dataset: DistortedImages, figures_dir: Path) -> list[Path]:
         return show_glimpses(model, dataset, figures_dir, names)
 
-    return Task(model, train_set, loss, eval_set=test_set, evaluate=error_rate, show=show)
+    scales = {"locator": config.policy_lr_scale} if config.policy_lr_scale != 1.0 else {}
+    return Task(model, train_set, loss, eval_set=test_set, evaluate=error_rate, show=show, lr_scales=scales)
 
 
 def gallery(config: RAMConfig, model: nn.Module, tensors: dict[str, Tensor], figures_dir: Path) -> list[Path]:

@@ -26,7 +26,7 @@ from foveal.specs import flatten
 from foveal.train import checkpoint as ckpt
 from foveal.train import distributed
 from foveal.train.metrics import MetricsLog
-from foveal.train.optim import build_optimizer, build_scheduler, clip_gradients, gradient_norm
+from foveal.train.optim import build_optimizer, build_scheduler, clip_gradients, gradient_norm, parameter_groups
 from foveal.train.run_dir import RunDir
 from foveal.train.sampler import StepBatchSampler
 from foveal.train.task import RunConfig, Task, use_threads
@@ -124,7 +124,7 @@ class Trainer:
             compile_model(self.model, config.loop.compile_mode)
         self.compile_seconds = 0.0  # wall time of the steps that compiled a graph (loop.compile)
         self.net: nn.Module = self.model  # the DDP wrapper under torchrun (see :meth:`distribute`)
-        self.optimizer = build_optimizer(self.model.parameters(), config.loop)
+        self.optimizer = build_optimizer(parameter_groups(self.model, task.lr_scales, config.loop.lr), config.loop)
         self.scheduler = build_scheduler(self.optimizer, config.loop, self._lr_scale)
         self.step_count = 0
         self.skipped = 0  # steps skipped for a non-finite loss or gradient (loop.nonfinite="skip")

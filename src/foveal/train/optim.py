@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
+from typing import Any
 
 import torch
 from torch import nn
@@ -12,8 +13,40 @@ from foveal.errors import FovealError
 from foveal.train.task import LoopConfig
 
 
-def build_optimizer(params: Iterable[nn.Parameter], loop: LoopConfig) -> torch.optim.Optimizer:
-    """Adam, AdamW or RMSprop (with momentum) as ``loop.optimizer`` says.
+def parameter_groups(model: nn.Module, lr_scales: dict[str, float], lr: float) -> list[dict[str, Any]]:
+    """The model's parameters as optimiser groups: one at ``lr``, one per entry of ``lr_scales`` at ``lr * scale``.
+
+    ``lr_scales`` maps a submodule's name (as ``model.get_submodule`` takes it) to its multiplier; a name
+    the model does not have, a submodule inside another one named, or a scale that is not a positive
+    finite number raises :class:`FovealError`. The scheduler multiplies every group's rate alike.
+
+    Example:
+        >>> model = nn.Sequential(nn.Linear(2, 2), nn.Linear(2, 1))
+        >>> [(len(g["params"]), g["lr"]) for g in parameter_groups(model, {"1": 0.5}, 1e-3)]
+        [(2, 0.001), (2, 0.0005)]
+    """
+    groups: dict[str, list[nn.Parameter]] = {}
+    for name, scale in lr_scales.items():
+        if not (isinstance(scale, int | float) and math.isfinite(scale) and scale > 0):
+            raise FovealError(f"lr_scales[{name!r}]: expected a positive number, got {scale!r}")
+        try:
+            model.get_submodule(name)
+        except AttributeError:
+            raise FovealError(f"lr_scales: the model has no submodule {name!r}") from None
+        groups[name] = []
+    nested = [(a, b) for a in groups for b in groups if a != b and b.startswith(a + ".")]
+    if nested:
+        raise FovealError(f"lr_scales: {nested[0][1]!r} lies inside {nested[0][0]!r}; give each parameter one scale")
+    rest: list[nn.Parameter] = []
+    for name, param in model.named_parameters():
+        owner = next((part for part in groups if name.startswith(part + ".")), None)
+        (rest if owner is None else groups[owner]).append(param)
+    scaled = [{"params": params, "lr": lr * lr_scales[name]} for name, params in groups.items() if params]
+    return ([{"params": rest, "lr": lr}] if rest else []) + scaled
+
+
+def build_optimizer(params: Iterable[nn.Parameter] | list[dict[str, Any]], loop: LoopConfig) -> torch.optim.Optimizer:
+    """Adam, AdamW or RMSprop (with momentum) as ``loop.optimizer`` says, over parameters or groups of them.
 
     With ``loop.fused_optimizer`` Adam and AdamW update each weight in one fused kernel (PyTorch's
     ``fused=True``), as a compiled optimiser step would, instead of a dozen element-wise passes per weight.
@@ -25,16 +58,16 @@ def build_optimizer(params: Iterable[nn.Parameter], loop: LoopConfig) -> torch.o
         >>> type(opt).__name__, opt.defaults["momentum"]
         ('RMSprop', 0.9)
     """
-    params = list(params)
+    groups: list[Any] = list(params)
     wanted = loop.compile if loop.fused_optimizer is None else loop.fused_optimizer
     fused = True if wanted else None  # None, not False: PyTorch's own default (foreach where it can)
     if loop.optimizer == "adam":
-        return torch.optim.Adam(params, lr=loop.lr, weight_decay=loop.weight_decay, fused=fused)
+        return torch.optim.Adam(groups, lr=loop.lr, weight_decay=loop.weight_decay, fused=fused)
     if loop.optimizer == "adamw":
-        return torch.optim.AdamW(params, lr=loop.lr, weight_decay=loop.weight_decay, fused=fused)
+        return torch.optim.AdamW(groups, lr=loop.lr, weight_decay=loop.weight_decay, fused=fused)
     if loop.optimizer == "rmsprop":
         return torch.optim.RMSprop(
-            params,
+            groups,
             lr=loop.lr,
             alpha=loop.rmsprop_alpha,
             momentum=loop.momentum,

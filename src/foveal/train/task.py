@@ -173,6 +173,9 @@ class Task(Generic[ModelT, TrainT, EvalT]):
     collate: Callable[[list[Any]], Batch] | None = None
     show: ShowFn[ModelT, EvalT] | None = None
     callbacks: list[Callback] = field(default_factory=list)
+    # Learning-rate multipliers of parts of the model, by submodule name ({"locator": 0.3}: the parameters under
+    # model.locator train at 0.3 times the scheduled rate); the rest at 1
+    lr_scales: dict[str, float] = field(default_factory=dict)
 
     def evaluation_set(self) -> EvalT:
         """The evaluation set, which a recipe's description, sample and figures read."""

@@ -1,0 +1,68 @@
+"""Where a trained RAM's glimpses go, step by step, and what it would score looking at the object.
+
+    python studies/ram-policy/probe.py RUN_DIR [RUN_DIR ...]
+
+For each run: the test error and on-object fraction with its own (mean) glimpses; per step, the
+fraction on the object and the fraction at the canvas edge (|x| or |y| > 0.9); the error when every
+glimpse after the first is sent to the object (its centre, then +-6 px around it) and to a corner.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import types
+
+import torch
+
+from foveal.models.ram import glimpses_on_object
+from foveal.runs import load_run
+
+
+def probe(run_dir: str, limit: int = 2000) -> dict[str, object]:
+    run = load_run(run_dir)
+    model = run.task.model.eval()
+    test = run.task.evaluation_set()
+    x, y, boxes = test.images[:limit].float() / 255, test.labels[:limit], test.boxes[:limit]
+    size = tuple(x.shape[-2:])
+    with torch.no_grad():
+        out = model(x)
+    steps = out.locations.shape[1]
+    row: dict[str, object] = {
+        "run": run_dir,
+        "error": round(100 * (out.logits.argmax(-1) != y).float().mean().item(), 2),
+        "on_object": round(glimpses_on_object(out.locations, boxes, size).mean().item(), 3),
+        "on_object_by_step": [
+            round(glimpses_on_object(out.locations[:, t : t + 1], boxes, size).mean().item(), 3) for t in range(steps)
+        ],
+        "edge_by_step": [round(v, 3) for v in (out.locations.abs() > 0.9).any(-1).float().mean(0).tolist()],
+    }
+    centre = ((boxes[:, :2] + boxes[:, 2:]) / 2 + 0.5) / torch.tensor(size[::-1]) * 2 - 1
+    around = torch.tensor([[0, 0], [-6, -6], [6, -6], [-6, 6], [6, 6]]) / (size[0] / 2)
+    locate = model.locator.forward
+
+    def forced(target) -> float:  # noqa: ANN001
+        count = {"t": 0}
+
+        def locator(self, h):  # noqa: ANN001, ANN202
+            t = count["t"]
+            count["t"] += 1
+            return locate(h) if t == 0 else torch.atanh(target(t).clamp(-0.999, 0.999))
+
+        model.locator.forward = types.MethodType(locator, model.locator)
+        try:
+            with torch.no_grad():
+                logits = model(x).logits
+        finally:
+            model.locator.forward = locate
+        return round(100 * (logits.argmax(-1) != y).float().mean().item(), 2)
+
+    row["error_forced_on_object"] = forced(lambda t: centre + around[(t - 1) % len(around)])
+    row["error_forced_corner"] = forced(lambda t: torch.full_like(centre, 0.95))
+    return row
+
+
+if __name__ == "__main__":
+    torch.set_num_threads(1)
+    for path in sys.argv[1:]:
+        print(json.dumps(probe(path)))
