@@ -2,9 +2,12 @@
 
     python studies/ram-policy/probe.py RUN_DIR [RUN_DIR ...]
 
-For each run: the test error and on-object fraction with its own (mean) glimpses; per step, the
-fraction on the object and the fraction at the canvas edge (|x| or |y| > 0.9); the error when every
-glimpse after the first is sent to the object (its centre, then +-6 px around it) and to a corner.
+For each run, on the first 2,000 test canvases: the test error and on-object fraction with its own
+(mean) glimpses; per step, the fraction on the object and the fraction at the canvas edge (|x| or
+|y| > 0.9); the error when every glimpse after the first is sent to the object (its centre, then +-6 px
+around it) and to a corner; and per step, how far the policy's mean lands from the object's centre
+against how far a least-squares linear read-out of the same state lands (fitted on 1,500 canvases,
+scored on the other 500): the state knows where the object is when the read-out lands close.
 """
 
 from __future__ import annotations
@@ -38,13 +41,14 @@ def probe(run_dir: str, limit: int = 2000) -> dict[str, object]:
         "edge_by_step": [round(v, 3) for v in (out.locations.abs() > 0.9).any(-1).float().mean(0).tolist()],
     }
     centre = ((boxes[:, :2] + boxes[:, 2:]) / 2 + 0.5) / torch.tensor(size[::-1]) * 2 - 1
+    row |= readout_distances(model, x, centre, size[0] / 2)
     around = torch.tensor([[0, 0], [-6, -6], [6, -6], [-6, 6], [6, 6]]) / (size[0] / 2)
     locate = model.locator.forward
 
-    def forced(target) -> float:  # noqa: ANN001
+    def forced(target) -> float:
         count = {"t": 0}
 
-        def locator(self, h):  # noqa: ANN001, ANN202
+        def locator(self, h):
             t = count["t"]
             count["t"] += 1
             return locate(h) if t == 0 else torch.atanh(target(t).clamp(-0.999, 0.999))
@@ -60,6 +64,27 @@ def probe(run_dir: str, limit: int = 2000) -> dict[str, object]:
     row["error_forced_on_object"] = forced(lambda t: centre + around[(t - 1) % len(around)])
     row["error_forced_corner"] = forced(lambda t: torch.full_like(centre, 0.95))
     return row
+
+
+def readout_distances(model, x: torch.Tensor, centre: torch.Tensor, half: float) -> dict[str, list[float]]:
+    """Per step: the policy mean's and a fitted linear read-out's mean distance (px) to the object's centre."""
+    states: list[torch.Tensor] = []
+    locate = model.locator.forward
+    model.locator.forward = lambda h: (states.append(h.detach()), locate(h))[1]
+    try:
+        with torch.no_grad():
+            model(x)
+    finally:
+        model.locator.forward = locate
+    fit, test = slice(0, 1500), slice(1500, len(x))
+    policy, linear = [], []
+    for h in states[1:]:  # the first glimpse is chosen from the zero state: nothing to read
+        features = torch.cat([h, torch.ones(len(h), 1)], 1)
+        weights = torch.linalg.lstsq(features[fit], centre[fit]).solution
+        linear.append(round(((features[test] @ weights - centre[test]).norm(dim=1).mean() * half).item(), 1))
+        mean = torch.tanh(locate(h[test]))
+        policy.append(round(((mean - centre[test]).norm(dim=1).mean() * half).item(), 1))
+    return {"policy_px_by_step": policy, "readout_px_by_step": linear}
 
 
 if __name__ == "__main__":

@@ -118,11 +118,11 @@ def test_gaussian_ram_starts_like_the_hard_one():
     assert out.locations[:, 0].abs().max() < 0.05  # near the centre
 
 
-@pytest.mark.parametrize("reward", ["correct", "probability"])
+@pytest.mark.parametrize("reward", ["correct", "probability", "log-probability"])
 def test_reinforce_gradient_is_the_score_function_times_the_advantage(reward):
     """d/dmu of ram_loss = -(1/B) (R - b) (l - mu) / std^2 per step; d/db = 2 (b - R) / (B T).
 
-    R is 1[right] or the softmax probability of the label, p(y) = e^5 / (e^5 + 1) for the right rows.
+    R is 1[right], the softmax probability of the label (p(y) = e^5 / (e^5 + 1) for the right rows), or its log.
     """
     B, T, std = 4, 2, 0.2
     g = torch.Generator().manual_seed(3)
@@ -135,7 +135,12 @@ def test_reinforce_gradient_is_the_score_function_times_the_advantage(reward):
     out = RAMOutput(logits, torch.zeros(B, T, 2), torch.ones(B, T), log_probs, baselines)
     loss, metrics = ram_loss(out, labels, reward=reward)
     loss.backward()
-    right, wrong = (1.0, 0.0) if reward == "correct" else (math.exp(5) / (math.exp(5) + 1), 1 / (math.exp(5) + 1))
+    p_right, p_wrong = math.exp(5) / (math.exp(5) + 1), 1 / (math.exp(5) + 1)  # softmax of (5, 0)
+    right, wrong = {
+        "correct": (1.0, 0.0),
+        "probability": (p_right, p_wrong),
+        "log-probability": (math.log(p_right), math.log(p_wrong)),
+    }[reward]
     reward = torch.tensor([right, wrong, right, right])[:, None]
     advantage = reward - baselines.detach()
     expected_mu = -(advantage[..., None] * (drawn - mu.detach()) / std**2) / B

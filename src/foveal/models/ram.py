@@ -62,7 +62,7 @@ __all__ = [
 ]
 
 Read = Literal["hard", "gaussian"]
-Reward = Literal["correct", "probability"]  # ram_loss's R: right or wrong, or the label's probability
+Reward = Literal["correct", "probability", "log-probability"]  # ram_loss's R (see there)
 
 
 @dataclass
@@ -314,16 +314,16 @@ def ram_loss(
 
     ``REINFORCE = -mean_b sum_t log pi(l_t) (R - b_t)`` with the advantage held constant (no gradient
     through the baseline into the policy). The reward ``R`` is the paper's ``1[argmax logits = label]``
-    (``reward="correct"``) or the probability the classifier gives the label (``"probability"``), whose
-    expectation differs from the paper's only in counting near misses, and which varies with where the
-    glimpses went far more than a right-or-wrong outcome does. Without sampled locations (the Gaussian
-    read, or eval mode) the loss is the cross-entropy alone.
+    (``reward="correct"``), the probability the classifier gives the label (``"probability"``), or its
+    logarithm (``"log-probability"``, minus the cross-entropy). The last two count near misses too, and
+    vary with where the glimpses went far more than a right-or-wrong outcome does. Without sampled
+    locations (the Gaussian read, or eval mode) the loss is the cross-entropy alone.
 
     Args:
         output: what :class:`RAM` returned.
         labels: the true classes.
         reinforce_weight: ``w``.
-        reward: ``"correct"`` or ``"probability"``.
+        reward: ``"correct"``, ``"probability"`` or ``"log-probability"``.
 
     Shape:
         - labels: ``(B,)`` int64
@@ -339,7 +339,7 @@ def ram_loss(
         ['acc', 'baseline_mse', 'ce', 'reinforce', 'reward']
     """
     check_shape("labels", labels, (output.logits.shape[0],))
-    check_choice("reward", reward, ("correct", "probability"))
+    check_choice("reward", reward, ("correct", "probability", "log-probability"))
     ce = F.cross_entropy(output.logits, labels)
     correct = (output.logits.argmax(-1) == labels).float()
     metrics = {"ce": ce.item(), "acc": correct.mean().item()}
@@ -348,7 +348,8 @@ def ram_loss(
     if reward == "correct":
         earned = correct
     else:
-        earned = output.logits.detach().softmax(-1).gather(1, labels[:, None]).squeeze(1)
+        earned = output.logits.detach().log_softmax(-1).gather(1, labels[:, None]).squeeze(1)
+        earned = earned.exp() if reward == "probability" else earned
     returns = earned[:, None].expand_as(output.baselines)
     advantage = (returns - output.baselines).detach()
     reinforce = -(output.log_probs * advantage).sum(1).mean()
