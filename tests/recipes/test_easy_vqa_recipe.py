@@ -136,3 +136,19 @@ def test_the_score_temperature_warms_up_from_hot_to_the_models() -> None:
         recipe.build(tiny_config(recipe, temperature_warmup=1.5))
     with pytest.raises(ValueError, match="temperature_from divides the scores"):
         recipe.build(tiny_config(recipe, temperature_from=0.0))
+
+
+@pytest.mark.parametrize(
+    ("eval_limit", "interim_eval_limit", "interim"), [(60, 20, 20), (60, 0, None), (60, 100, None)]
+)
+def test_the_interim_evaluations_read_a_fixed_slice_of_the_test_set(eval_limit, interim_eval_limit, interim) -> None:
+    load_all()
+    recipe = RECIPES.get("easy-vqa")
+    config = tiny_config(recipe, eval_limit=eval_limit, interim_eval_limit=interim_eval_limit)
+    task = recipe.build(config)
+    assert len(task.eval_set) == eval_limit
+    if interim is None:  # none asked for, or not smaller than the whole: the interim evaluations read eval_set
+        assert task.interim_eval_set is None
+    else:
+        assert len(task.interim_eval_set) == interim
+        assert torch.equal(task.interim_eval_set.questions, task.eval_set.questions[:interim])

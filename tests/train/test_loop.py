@@ -193,3 +193,26 @@ def test_progress_lines_give_the_time_so_far_and_the_time_left(tmp_path, capsys,
         "step 100/100 eval: acc=0.9 [5m00s]",
         "step 60/100 train: loss=0.25 [20s, ~1m20s left]",
     ]
+
+
+def test_evaluations_during_training_read_the_interim_set_and_the_last_reads_the_whole(tmp_path):
+    from torch import nn
+    from torch.utils.data import TensorDataset
+
+    from foveal.train import LoopConfig, RunConfig, Task
+
+    data = TensorDataset(torch.randn(32, 2), torch.randn(32, 1))
+    slice_, whole = TensorDataset(*data[:8]), TensorDataset(*data[:])
+
+    def loss(model, batch):
+        return torch.nn.functional.mse_loss(model(batch[0]), batch[1]), {}
+
+    def evaluate(model, dataset):
+        return {"count": float(len(dataset))}
+
+    task = Task(nn.Linear(2, 1), data, loss, eval_set=whole, evaluate=evaluate, interim_eval_set=slice_)
+    config = RunConfig(loop=LoopConfig(steps=6, batch_size=8, eval_every=2, ckpt_every=0, device="cpu"))
+    final = train(task, config, tmp_path / "run")
+    evals = [r for r in read_metrics(tmp_path / "run") if r["split"] == "eval"]
+    assert [(r["step"], r["count"]) for r in evals] == [(2, 8.0), (4, 8.0), (6, 32.0)]
+    assert final["count"] == 32.0

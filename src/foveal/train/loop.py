@@ -60,16 +60,20 @@ def to_device(batch: Any, device: torch.device) -> Any:
     return batch
 
 
-def evaluate(task: Task, model: nn.Module) -> dict[str, float]:
-    """``task.evaluate`` in eval mode under ``no_grad``, plus the callbacks' values; RNG states are left as found."""
-    if task.evaluate is None or task.eval_set is None:
+def evaluate(task: Task, model: nn.Module, interim: bool = False) -> dict[str, float]:
+    """``task.evaluate`` in eval mode under ``no_grad``, plus the callbacks' values; RNG states are left as found.
+
+    ``interim``: an evaluation during training, which reads ``task.interim_eval_set`` where the task has one.
+    """
+    dataset = task.interim_eval_set if interim and task.interim_eval_set is not None else task.eval_set
+    if task.evaluate is None or dataset is None:
         return {}
     state = ckpt.rng_state()
     was_training = model.training
     model.eval()
     try:
         with torch.no_grad():
-            metrics = task.evaluate(model, task.eval_set)
+            metrics = task.evaluate(model, dataset)
     finally:
         model.train(was_training)
         ckpt.set_rng_state(state)
@@ -290,8 +294,8 @@ def _train(task: Task, config: RunConfig, run: RunDir, resume: bool, device: tor
             ckpt.save_atomic(state, run.checkpoint)
         distributed.barrier()
 
-    def run_eval(at: int) -> dict[str, float]:
-        metrics = evaluate(task, model) if main else {}
+    def run_eval(at: int, interim: bool = False) -> dict[str, float]:
+        metrics = evaluate(task, model, interim) if main else {}
         metrics = distributed.broadcast(metrics)
         if metrics:
             log.event(at, "eval", metrics)
@@ -325,7 +329,7 @@ def _train(task: Task, config: RunConfig, run: RunDir, resume: bool, device: tor
                 if loop.log_every and step % loop.log_every == 0:
                     last_train = flush_window(step)
                 if loop.eval_every and step % loop.eval_every == 0 and step < loop.steps:
-                    run_eval(step)
+                    run_eval(step, interim=True)
                 if loop.ckpt_every and step % loop.ckpt_every == 0 and step < loop.steps:
                     save()
                 if distributed.any_rank(stop["stop"]) if world_size > 1 else stop["stop"]:

@@ -176,6 +176,9 @@ class Task(Generic[ModelT, TrainT, EvalT]):
     # Learning-rate multipliers of parts of the model, by submodule name ({"locator": 0.3}: the parameters under
     # model.locator train at 0.3 times the scheduled rate); the rest at 1
     lr_scales: dict[str, float] = field(default_factory=dict)
+    # What the evaluations during training (every loop.eval_every steps) read, when not all of eval_set: a fixed
+    # slice of it, to follow the run at a fraction of the cost. The last evaluation, and `foveal eval`, read eval_set.
+    interim_eval_set: EvalT | None = None
 
     def evaluation_set(self) -> EvalT:
         """The evaluation set, which a recipe's description, sample and figures read."""
