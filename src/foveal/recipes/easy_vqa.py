@@ -73,9 +73,7 @@ class EasyVQAConfig(RunConfig):
     cache_dir: str = ""  # "" = $FOVEAL_CACHE or ~/.cache/foveal
     train_limit: int = 0  # keep the first N training questions (0 = all)
     eval_limit: int = 0  # evaluate on the first N test questions (0 = all)
-    # the evaluations during training (loop.eval_every) read the first N test questions, a fixed slice of about 90
-    # pictures with every answer type (0: the same set as the last evaluation, which always reads eval_limit's)
-    interim_eval_limit: int = 1000
+    interim_eval_limit: int = 1000  # evaluations during training read the first N test questions (0: all)
     show_count: int = 8
     by_image: bool = True  # batches of pictures with all their questions (loop.batch_size counts pictures)
     loop: LoopConfig = field(
@@ -187,26 +185,12 @@ def build(config: EasyVQAConfig) -> Task:
     data = load_easy_vqa(config.cache_dir or None)
     train_set = EasyVQA("train", data=data, limit=config.train_limit or None)
     eval_set = EasyVQA("test", data=data, limit=config.eval_limit or None)
-    interim = config.interim_eval_limit
-    interim_set = EasyVQA("test", data=data, limit=interim) if 0 < interim < len(eval_set) else None
+    n = config.interim_eval_limit
+    interim_set = EasyVQA("test", data=data, limit=n) if 0 < n < len(eval_set) else None
     model = build_model(config, len(data.vocab), len(data.answers))
-    draw = partial(show, count=config.show_count)
-    callbacks = temperature_schedule(config, model)
-    if config.by_image:
-        return Task(
-            model,
-            EasyVQAByImage(train_set),
-            loss,
-            eval_set,
-            evaluate,
-            collate_by_image,
-            draw,
-            callbacks,
-            interim_eval_set=interim_set,
-        )
-    return Task(
-        model, train_set, loss, eval_set, evaluate, show=draw, callbacks=callbacks, interim_eval_set=interim_set
-    )
+    train, collate = (EasyVQAByImage(train_set), collate_by_image) if config.by_image else (train_set, None)
+    draw, callbacks = partial(show, count=config.show_count), temperature_schedule(config, model)
+    return Task(model, train, loss, eval_set, evaluate, collate, draw, callbacks, interim_eval_set=interim_set)
 
 
 def temperature_schedule(config: EasyVQAConfig, model: VQA) -> list[Callback]:
