@@ -60,6 +60,11 @@ CELLS = {
         {"data.dataset": "mnist", "distortion": "RTS", "model.name": "stcnn"},
         {"error": 1.5},
     ),
+    # the Recurrent Attention Model of the RAM paper's comparison: hard glimpses on cluttered Fashion-MNIST (test error,
+    # %, on 10,000 test canvases; the fraction of glimpses centred on the garment)
+    "ram": Cell(
+        "ram-paper", "ram", "paper", {"distortion": "cluttered", "model.name": "ram"}, {"error": 1.5, "on_object": 0.05}
+    ),
     # DRAW's attention arm of its comparison with no attention: the compare preset on MNIST 5k (IWAE NLL, nats,
     # k = 20 on 1,000 test images: the seeds span about 0.3 nats)
     "draw": Cell(
@@ -87,9 +92,9 @@ def test_every_cell_has_at_least_three_seeds_on_file(family):
     assert all(metric in r["metrics"] for r in rows for metric in CELLS[family].margins)
 
 
-# the two-hop, draw and NTM paper-range cells take 5-12 minutes of one core: past the suite's 900 s timeout on a
+# the two-hop, draw, RAM and NTM paper-range cells take 5-12 minutes of one core: past the suite's 900 s timeout on a
 # slower machine
-LONG = ("two-hop", "draw", "ntm-recall", "ntm-repeat-copy")
+LONG = ("two-hop", "draw", "ram", "ntm-recall", "ntm-repeat-copy")
 
 
 @pytest.mark.slow

@@ -216,3 +216,11 @@ def test_a_seed_table_gives_every_run_its_own_line_and_the_settings_that_vary():
         "| ntm-recall | 0 | 1.000 |",
         "| ntm-copy | 0 | 1.000 |",
     ]
+    presets = [
+        {"recipe": "ram", "preset": name, "sets": {}, "seed": 0, "metrics": {"error": 1.0}} for name in ("a", "b")
+    ]
+    assert results_table(presets, "error@seed").splitlines()[:3] == [
+        "| preset | seed | error |",
+        "| --- | --- | --- |",
+        "| a | 0 | 1.000 |",
+    ]

@@ -241,8 +241,8 @@ def markdown_table(rows: Sequence[dict[str, Any]], metric: str, digits: int = 3)
 
 
 def seed_table(rows: Sequence[dict[str, Any]], metric: str, digits: int = 3) -> str:
-    """One line per run: its recipe where the rows have several, the settings that vary, the seed and each of
-    ``metric`` (comma-separated, ``-`` where a run lacks one), in file order.
+    """One line per run: its recipe and preset where the rows have several, the settings that vary, the seed and
+    each of ``metric`` (comma-separated, ``-`` where a run lacks one), in file order.
 
     For a claim counted over seeds ("9 of 10 seeds copy length 120"), where a mean would hide the one that fails.
 
@@ -257,12 +257,13 @@ def seed_table(rows: Sequence[dict[str, Any]], metric: str, digits: int = 3) -> 
     metrics = [m.strip() for m in metric.split(",") if m.strip()]
     keys = sorted({k for r in rows for k in r["sets"]})
     keys = [k for k in keys if len({r["sets"].get(k) for r in rows}) > 1]
-    recipes = len({r.get("recipe") for r in rows}) > 1  # a file of several recipes names each row's
-    header = [*(["recipe"] if recipes else []), *(k.split(".")[-1] for k in keys), "seed", *metrics]
+    # a file of several recipes or presets names each row's: a setting left out means that preset's value
+    named = [part for part in ("recipe", "preset") if len({r.get(part) for r in rows}) > 1]
+    header = [*named, *(k.split(".")[-1] for k in keys), "seed", *metrics]
     lines = ["| " + " | ".join(header) + " |", "| " + " | ".join(["---"] * len(header)) + " |"]
     for row in rows:
         values = [_value(row, m) for m in metrics]
-        cells_ = [str(row["recipe"])] if recipes else []
+        cells_ = [str(row.get(part)) for part in named]
         cells_ += [str(row["sets"].get(k, "default")) for k in keys] + [str(row["seed"])]
         cells_ += ["-" if v is None else f"{v:.{digits}f}" for v in values]
         lines.append("| " + " | ".join(cells_) + " |")

@@ -4,11 +4,11 @@
     python studies/ram-policy/probe.py --gradient RUN_DIR [--std 0.3]
 
 For each run, on the first 2,000 test canvases: the test error and on-object fraction with its own
-(mean) glimpses; per step, the fraction on the object and the fraction at the canvas edge (|x| or
-|y| > 0.9); the error when every glimpse after the first is sent to the object (its centre, then +-6 px
-around it) and to a corner; and per step, how far the policy's mean lands from the object's centre
-against how far a least-squares linear read-out of the same state lands (fitted on 1,500 canvases,
-scored on the other 500): the state knows where the object is when the read-out lands close.
+(mean) glimpses; per step and per class, the fraction on the object, and per step the fraction at the
+canvas edge (|x| or |y| > 0.9); the error when every glimpse after the first is sent to the object (its
+centre, then +-6 px around it) and to a corner; and per step, how far the policy's mean lands from the
+object's centre against how far a least-squares linear read-out of the same state lands (fitted on 1,500
+canvases, scored on the other 500): the state knows where the object is when the read-out lands close.
 
 ``--gradient`` instead asks where REINFORCE pushes the trained policy: over 200 training-mode batches of
 64 test canvases, the locator's REINFORCE gradient for each reward (1[right], the label's probability,
@@ -45,6 +45,11 @@ def probe(run_dir: str, limit: int = 2000) -> dict[str, object]:
             round(glimpses_on_object(out.locations[:, t : t + 1], boxes, size).mean().item(), 3) for t in range(steps)
         ],
         "edge_by_step": [round(v, 3) for v in (out.locations.abs() > 0.9).any(-1).float().mean(0).tolist()],
+    }
+    on = glimpses_on_object(out.locations, boxes, size)
+    names = run.recipe.describe(run.config, run.task)["labels"]["classes"] if run.recipe.describe else None
+    row["on_object_by_class"] = {
+        (names[c] if names else str(c)): round(on[y == c].mean().item(), 3) for c in sorted(set(y.tolist()))
     }
     centre = ((boxes[:, :2] + boxes[:, 2:]) / 2 + 0.5) / torch.tensor(size[::-1]) * 2 - 1
     row |= readout_distances(model, x, centre, size[0] / 2)
