@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from foveal.recipes.config import parse_sets, resolve_config
-from foveal.runs import get_recipe
+from foveal.runs import commit_id, get_recipe
 from foveal.sweep import eval_curve
 from foveal.train import RunDir, seed_everything, train, use_threads
 
@@ -47,6 +47,7 @@ def main() -> None:
         "seed": args.order_seed,
         "metrics": metrics,
         "cpu_s": round(time.process_time() - started, 1),
+        "commit": commit_id(),
         "command": " ".join(
             ["python studies/vqa-seed/vqa_seed.py", f"--init-seed {args.init_seed}", f"--order-seed {args.order_seed}"]
             + [f"--set {s}" for s in args.set]
