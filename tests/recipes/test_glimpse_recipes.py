@@ -58,8 +58,28 @@ def test_ci_preset_trains_evaluates_and_draws(tmp_path, data_sets, recipe, sets,
     assert ("iou" in final and "centre_px" in final) == located
     if located:
         assert 0 <= final["iou"] <= 1 and final["centre_px"] >= 0
+    # and where RAM's glimpses land, for either read
+    looked = recipe == "ram" and sets.get("model.name", "ram") == "ram"
+    assert ("on_object" in final) == looked
+    if looked:
+        assert 0 <= final["on_object"] <= 1
     if figure is None:
         with pytest.raises(ValueError, match="draws no figures"):
             show_run(load_run(run.dir))
     else:
         assert [p.name for p in show_run(load_run(run.dir))] == [figure]
+
+
+def test_the_policy_lr_scale_sets_the_location_network_s_rate(data_sets):
+    from foveal.recipes.config import resolve_config
+    from foveal.runs import get_recipe
+    from foveal.train import Trainer
+
+    load_all()
+    recipe = get_recipe("ram")
+    config = resolve_config(recipe, "ci", sets={**data_sets, "policy_lr_scale": "0.25"})
+    trainer = Trainer(recipe.build(config), config)
+    locator = {id(p) for p in trainer.model.locator.parameters()}
+    # each group's peak rate (the schedule's warm-up scales both alike)
+    rates = {frozenset(id(p) for p in g["params"]) == locator: g["initial_lr"] for g in trainer.optimizer.param_groups}
+    assert rates == {False: config.loop.lr, True: pytest.approx(config.loop.lr / 4)}

@@ -164,9 +164,10 @@ def glimpses_on_object(locations: Tensor, boxes: Tensor, size: tuple[int, ...] |
         [0.5]
     """
     H, W = size[-2], size[-1]
-    centres = (locations + 1) / 2 * torch.tensor([W, H], dtype=locations.dtype) - 0.5  # pixel-centre coordinates
+    size_xy = torch.tensor([W, H], dtype=locations.dtype, device=locations.device)
+    centres = (locations + 1) / 2 * size_xy - 0.5  # pixel-centre coordinates
     x, y = centres.unbind(-1)
-    b = boxes[:, None, :].to(locations.dtype)
+    b = boxes[:, None, :].to(locations)
     inside = (x >= b[..., 0]) & (x < b[..., 2]) & (y >= b[..., 1]) & (y < b[..., 3])
     return inside.float().mean(1)
 

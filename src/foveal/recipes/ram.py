@@ -100,7 +100,7 @@ RECIPES.add(
             "ci": {"loop.steps": 4, "loop.batch_size": 16, "data.n_train": 64, "data.n_test": 32, "model.glimpses": 2},
             # Minutes of one thread: shows the policy learning, not convergence (docs/stn.md)
             "quick": {"loop.steps": 3000, "data.n_test": 2000},
-            # The RAM paper's comparison at this machine's budget (docs/stn.md): about 10 CPU-minutes a RAM run
+            # The RAM paper's comparison at this machine's budget (docs/stn.md): about 500 CPU seconds a RAM run
             "paper": {"loop.steps": 15000, "loop.eval_every": 2500},
             "full": {"loop.steps": 30000, "model.glimpses": 8},
         },
