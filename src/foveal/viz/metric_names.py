@@ -67,7 +67,8 @@ EXACT: dict[str, tuple[str, str, float]] = {
     "iwae_sample_elbo": ("ELBO of the importance samples", PER_IMAGE, 1.0),
     "iwae_k": ("importance samples per image", "", 1.0),
     "iwae_images": ("images scored by importance sampling", "", 1.0),
-    "reward": ("reward (share of right answers)", "%", 100.0),
+    "reward": ("REINFORCE's reward, mean", "", 1.0),  # 1[right], the label's probability or its log (ram_loss)
+    "on_object": ("glimpses centred on the object", "%", 100.0),
     "reinforce": ("REINFORCE loss", "", 1.0),
     "baseline_mse": ("baseline's squared error", "", 1.0),
     "compile_s": ("compile time", "s", 1.0),
