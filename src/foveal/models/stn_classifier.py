@@ -85,6 +85,7 @@ class STCNNSpec(CNNSpec):
     gaussian_std: float = 0.5  # read="gaussian": the Gaussians' std in strides
     loc_width: int = 8  # channels of the localisation net's first conv layer
     loc_hidden: int = 32  # units of the localisation net's hidden layer
+    loc_norm: bool = False  # batch-normalise the localisation net's convolutions and hidden layer
 
 
 @dataclass
@@ -172,30 +173,35 @@ class CNN(nn.Module):
         return (torch.rand(batch, self.in_channels, self.in_size, self.in_size, generator=generator),)
 
 
-def localization_net(in_channels: int, n_params: int, *, width: int = 8, hidden: int = 32) -> nn.Sequential:
+def localization_net(
+    in_channels: int, n_params: int, *, width: int = 8, hidden: int = 32, norm: bool = False
+) -> nn.Sequential:
     """A small localisation net: pool, two conv stages, a 4 x 4 max pool, two linear layers.
 
     The pool to 4 x 4 makes it work for any input size (28, 42, 60, ...). It takes the maximum: on a
     60 x 60 canvas an average over its 15 x 15 cells dilutes a garment's features among the empty
     background until the hidden layer sees only its own biases and dies, and the transform stays a
-    constant (docs/studies/stn-paper.md). Its last ``nn.Linear`` outputs the transform's ``n_params``
-    and is set to the identity by :class:`~foveal.glimpse.SpatialTransformer`.
+    constant (docs/studies/stn-localisation.md). ``norm`` puts a batch normalisation before each ReLU,
+    which keeps every layer's units on both sides of zero so none of them dies. Its last ``nn.Linear``
+    outputs the transform's ``n_params`` and is set to the identity by
+    :class:`~foveal.glimpse.SpatialTransformer`.
 
     Shape:
         - input: ``(B, in_channels, H, W)`` with ``H, W >= 8``
         - output: ``(B, n_params)``
     """
+
+    def normalised(layer: nn.Module, features: int, kind: type[nn.Module]) -> list[nn.Module]:
+        return [layer, kind(features), nn.ReLU()] if norm else [layer, nn.ReLU()]
+
     return nn.Sequential(
         nn.MaxPool2d(2),
-        nn.Conv2d(in_channels, width, 5, padding=2),
-        nn.ReLU(),
+        *normalised(nn.Conv2d(in_channels, width, 5, padding=2), width, nn.BatchNorm2d),
         nn.MaxPool2d(2),
-        nn.Conv2d(width, 2 * width, 5, padding=2),
-        nn.ReLU(),
+        *normalised(nn.Conv2d(width, 2 * width, 5, padding=2), 2 * width, nn.BatchNorm2d),
         nn.AdaptiveMaxPool2d(4),
         nn.Flatten(),
-        nn.Linear(2 * width * 16, hidden),
-        nn.ReLU(),
+        *normalised(nn.Linear(2 * width * 16, hidden), hidden, nn.BatchNorm1d),
         nn.Linear(hidden, n_params),
     )
 
@@ -209,7 +215,7 @@ class STCNN(nn.Module):
         in_size: side of the input.
         classes: number of classes.
         spec: the options (:class:`STCNNSpec`: the CNN's, ``transform``, ``out_size``, ``read``,
-            ``gaussian_std``, ``loc_width``, ``loc_hidden``); single options may also be given by name.
+            ``gaussian_std``, ``loc_width``, ``loc_hidden``, ``loc_norm``); single options may also be given by name.
 
     Shape:
         - images: ``(B, in_channels, in_size, in_size)``
@@ -240,7 +246,9 @@ class STCNN(nn.Module):
         self.in_channels, self.in_size, self.classes = in_channels, in_size, classes
         out_size = spec.out_size or in_size
         n_params = len(IDENTITY[spec.transform])
-        localization = localization_net(in_channels, n_params, width=spec.loc_width, hidden=spec.loc_hidden)
+        localization = localization_net(
+            in_channels, n_params, width=spec.loc_width, hidden=spec.loc_hidden, norm=spec.loc_norm
+        )
         self.transformer = SpatialTransformer(
             localization, (out_size, out_size), transform=spec.transform, read=spec.read, gaussian_std=spec.gaussian_std
         )
