@@ -85,7 +85,7 @@ class STCNNSpec(CNNSpec):
     gaussian_std: float = 0.5  # read="gaussian": the Gaussians' std in strides
     loc_width: int = 8  # channels of the localisation net's first conv layer
     loc_hidden: int = 32  # units of the localisation net's hidden layer
-    loc_norm: bool = False  # batch-normalise the localisation net's convolutions and hidden layer
+    loc_norm: bool = True  # batch-normalise the localisation net's layers (without it, it dies on clutter)
 
 
 @dataclass
@@ -174,7 +174,7 @@ class CNN(nn.Module):
 
 
 def localization_net(
-    in_channels: int, n_params: int, *, width: int = 8, hidden: int = 32, norm: bool = False
+    in_channels: int, n_params: int, *, width: int = 8, hidden: int = 32, norm: bool = True
 ) -> nn.Sequential:
     """A small localisation net: pool, two conv stages, a 4 x 4 max pool, two linear layers.
 
