@@ -1,0 +1,110 @@
+"""Does a cap on how many cells the map may cover keep easy-vqa's map off the background?
+
+    python studies/vqa-support/vqa_support.py --seed 200 --top-k 0 --out runs/vqa-support/k0-s200
+    python studies/vqa-support/vqa_support.py --seed 200 --top-k 16 --out runs/vqa-support/k16-s200
+
+Trains the ``easy-vqa`` task (``--preset``, default ``quick``, and ``--set`` overrides) with the sparsemax of
+its attention restricted to each row's ``--top-k`` best-scoring cells (0: no cap, the recipe as it is), then
+reads the first 1,000 test questions and reports, beside the recipe's metrics, the map's support (cells with a
+positive weight) per answer type and the share of the map on cells whose pixels are all background. Appends a
+row to ``--results``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import torch
+from torch.utils.data import DataLoader
+
+import foveal.attention.core as core
+from foveal.attention.normalizers import sparsemax
+from foveal.data.easy_vqa import ANSWER_TYPES
+from foveal.recipes.config import parse_sets, resolve_config
+from foveal.runs import commit_id, get_recipe
+from foveal.sweep import eval_curve
+from foveal.train import RunDir, seed_everything, train, use_threads
+
+
+def capped_sparsemax(k: int):  # type: ignore[no-untyped-def]
+    def normalise(logits: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        if k and logits.shape[-1] > k:
+            kth = logits.detach().topk(k, dim=-1).indices
+            keep = torch.zeros_like(logits, dtype=torch.bool).scatter_(-1, kth, True)
+            mask = keep if mask is None else mask & keep
+        return sparsemax(logits, mask)
+
+    return normalise
+
+
+@torch.no_grad()
+def support(model, dataset, limit: int = 1000) -> dict[str, float]:  # type: ignore[no-untyped-def]
+    """Mean count of cells in the last map's support, and its share on all-background cells, per answer type."""
+    model.eval()
+    grid = model.grid
+    sizes, background = torch.zeros(3), torch.zeros(3)
+    count = torch.zeros(3)
+    seen = 0
+    for batch in DataLoader(dataset, batch_size=250):
+        out = model(batch.image, batch.question, batch.length)
+        weights = out.attention[:, -1].reshape(len(batch.answer), -1)  # (B, cells)
+        # a cell is background when none of its pixels is in the object's mask
+        cells = torch.nn.functional.adaptive_max_pool2d(batch.mask.float().reshape(len(batch.answer), 1, *batch.mask.shape[-2:]), grid)
+        empty = (cells.reshape(len(batch.answer), -1) == 0).float()
+        sizes.index_add_(0, batch.answer_type, (weights > 0).float().sum(-1))
+        background.index_add_(0, batch.answer_type, (weights * empty).sum(-1))
+        count.index_add_(0, batch.answer_type, torch.ones(len(batch.answer)))
+        seen += len(batch.answer)
+        if seen >= limit:
+            break
+    keys = [t.replace("/", "") for t in ANSWER_TYPES]
+    return {f"support_{key}": float(sizes[t] / count[t]) for t, key in enumerate(keys)} | {
+        f"background_{key}": float(background[t] / count[t]) for t, key in enumerate(keys)
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seed", type=int, required=True)
+    parser.add_argument("--top-k", type=int, default=0)
+    parser.add_argument("--preset", default="quick")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--results", default="results/vqa-support.jsonl")
+    args = parser.parse_args()
+    core.sparsemax = capped_sparsemax(args.top_k)
+    recipe = get_recipe("easy-vqa")
+    sets = parse_sets(args.set)
+    config = resolve_config(recipe, args.preset, sets=sets, seed=args.seed, threads=1)
+    use_threads(config.threads)
+    seed_everything(args.seed)
+    task = recipe.build(config)
+    started = time.process_time()
+    metrics = train(task, config, args.out)
+    cpu_s = round(time.process_time() - started, 1)
+    metrics |= support(task.model, task.evaluation_set())
+    row = {
+        "recipe": "easy-vqa",
+        "preset": args.preset,
+        "sets": {"top_k": str(args.top_k), **sets},
+        "seed": args.seed,
+        "metrics": metrics,
+        "cpu_s": cpu_s,
+        "commit": commit_id(),
+        "command": " ".join(
+            ["python studies/vqa-support/vqa_support.py", f"--seed {args.seed}", f"--top-k {args.top_k}"]
+            + [f"--set {s}" for s in args.set]
+            + ([f"--preset {args.preset}"] if args.preset != "quick" else [])
+        ),
+        "curve": eval_curve(RunDir(args.out).metrics),
+    }
+    with Path(args.results).open("a") as f:
+        f.write(json.dumps(row) + "\n")
+    print(json.dumps(row["metrics"]))
+
+
+if __name__ == "__main__":
+    main()
