@@ -51,14 +51,14 @@ CELLS = {
     # repeat copy at the paper's range (lengths and repeats 1-10): wrong bits per sequence in that range
     # (the seeds that converged; beyond the range the seeds differ too widely to hold a regression to)
     "ntm-repeat-copy": Cell("ntm-paper-ranges", "ntm-repeat-copy", "full", {}, {"bits": 0.1}, seeds=(1, 2, 100)),
-    # the spatial transformer network of the STN paper's comparison: the ST-CNN on MNIST RTS (test error, %,
-    # on 1,000 test images: one standard error is about 0.5)
+    # the spatial transformer network of the STN paper's comparison: the ST-CNN on cluttered MNIST 5k (test error,
+    # %, on 1,000 test images: one standard error is about 1; a localisation net that stops learning ends above 30)
     "stn": Cell(
         "stn-paper",
         "stn",
         "paper",
-        {"data.dataset": "mnist", "distortion": "RTS", "model.name": "stcnn"},
-        {"error": 1.5},
+        {"data.dataset": "mnist", "distortion": "cluttered", "model.name": "stcnn"},
+        {"error": 2.0},
     ),
     # the Recurrent Attention Model of the RAM paper's comparison: hard glimpses on cluttered Fashion-MNIST (test error,
     # %, on 10,000 test canvases; the fraction of glimpses centred on the garment)

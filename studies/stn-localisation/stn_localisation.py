@@ -55,7 +55,14 @@ def train(args: argparse.Namespace) -> None:
 
     loop_module.Trainer.__init__ = init  # type: ignore[method-assign]
     loop_module.build_optimizer = optimizer
-    sets = {"distortion": "cluttered", "model.name": "stcnn", "data.n_test": "2000", **dict(args.set)}
+    # the net as it was before batch normalisation, which this study's rows measure (--set model.loc_norm true: today's)
+    sets = {
+        "distortion": "cluttered",
+        "model.name": "stcnn",
+        "model.loc_norm": "false",
+        "data.n_test": "2000",
+        **dict(args.set),
+    }
     _, metrics = start_run(
         RunRequest("stn", "paper", sets=sets, seed=args.seed, threads=1, out=args.out, overwrite=True)
     )

@@ -11,6 +11,7 @@ from foveal.models.stn_classifier import (
     GlimpseCNN,
     STCNNSpec,
     STNSpec,
+    localization_net,
     stn_classifier,
     transform_box,
 )
@@ -65,6 +66,43 @@ def test_every_parameter_gets_a_gradient(transform):
     for name, p in model.named_parameters():
         assert p.grad is not None and torch.isfinite(p.grad).all(), name
         assert p.grad.abs().sum() > 0, f"{name} gets a zero gradient"
+
+
+def _share_above_zero(net: torch.nn.Sequential, images: torch.Tensor) -> list[float]:
+    shares, h = [], images
+    for layer in net:
+        h = layer(h)
+        if isinstance(layer, torch.nn.ReLU):
+            shares.append(float((h > 0).float().mean()))
+    return shares
+
+
+@pytest.mark.parametrize("norm", [True, False])
+def test_the_localisation_nets_norm_keeps_its_units_alive_on_an_empty_canvas(norm):
+    # A 60 x 60 canvas, empty but for one 12 x 12 patch: the situation in which the net's units died
+    # once Adam had pushed their biases below what the sparse inputs give them.
+    torch.manual_seed(0)
+    images = torch.zeros(16, 1, 60, 60)
+    for i, (y, x) in enumerate(torch.randint(0, 48, (16, 2)).tolist()):
+        images[i, :, y : y + 12, x : x + 12] = torch.rand(12, 12)
+    net = localization_net(1, 6, norm=norm)
+    assert sum(isinstance(m, torch.nn.BatchNorm1d | torch.nn.BatchNorm2d) for m in net) == (3 if norm else 0)
+    with torch.no_grad():
+        for layer in net[:-1]:
+            if isinstance(layer, torch.nn.Conv2d | torch.nn.Linear):
+                layer.bias.fill_(-1.0)
+    shares = _share_above_zero(net.train(), images)
+    if norm:
+        # Normalised over the batch, each unit is above zero for part of it, whatever its bias.
+        assert all(0.2 < share < 0.8 for share in shares), shares
+    else:
+        assert shares[-1] == 0.0, shares  # the hidden layer is dead: the transform no longer depends on the input
+
+
+def test_the_localisation_nets_norm_is_an_option():
+    assert STCNN(1, 28, 10).spec.loc_norm
+    plain = STCNN(1, 28, 10, loc_norm=False).transformer.localization
+    assert not any(isinstance(m, torch.nn.BatchNorm1d | torch.nn.BatchNorm2d) for m in plain)
 
 
 @pytest.mark.parametrize("factory", [lambda: CNN(1, 28, 10), lambda: STCNN(1, 28, 10, transform="attention")])
