@@ -52,8 +52,8 @@ def support(model, dataset, limit: int = 1000) -> dict[str, float]:  # type: ign
         out = model(batch.image, batch.question, batch.length)
         weights = out.attention[:, -1].reshape(len(batch.answer), -1)  # (B, cells)
         # a cell is background when none of its pixels is in the object's mask
-        cells = torch.nn.functional.adaptive_max_pool2d(batch.mask.float().reshape(len(batch.answer), 1, *batch.mask.shape[-2:]), grid)
-        empty = (cells.reshape(len(batch.answer), -1) == 0).float()
+        mask = batch.mask.float().unsqueeze(1)  # (B, 1, 64, 64)
+        empty = (torch.nn.functional.adaptive_max_pool2d(mask, grid).flatten(1) == 0).float()
         sizes.index_add_(0, batch.answer_type, (weights > 0).float().sum(-1))
         background.index_add_(0, batch.answer_type, (weights * empty).sum(-1))
         count.index_add_(0, batch.answer_type, torch.ones(len(batch.answer)))
