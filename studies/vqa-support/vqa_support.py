@@ -1,12 +1,13 @@
-"""Does a cap on how many cells the map may cover keep easy-vqa's map off the background?
+"""Does a cap on the map's support, or a softmax share of the map, keep easy-vqa's map off the background?
 
     python studies/vqa-support/vqa_support.py --seed 200 --top-k 0 --out runs/vqa-support/k0-s200
     python studies/vqa-support/vqa_support.py --seed 200 --top-k 16 --out runs/vqa-support/k16-s200
 
 Trains the ``easy-vqa`` task (``--preset``, default ``quick``, and ``--set`` overrides) with the sparsemax of
-its attention restricted to each row's ``--top-k`` best-scoring cells (0: no cap, the recipe as it is), then
+its attention restricted to each row's ``--top-k`` best-scoring cells (0: no cap, the recipe as it is) and
+``--softmax-floor`` of each map a softmax over every cell (which gives every cell a gradient), then
 reads the first 1,000 test questions and reports, beside the recipe's metrics, the map's support (cells with a
-positive weight) per answer type and the share of the map on cells whose pixels are all background. Appends a
+weight above 0.001) per answer type and the share of the map on cells whose pixels are all background. Appends a
 row to ``--results``.
 """
 
@@ -29,13 +30,20 @@ from foveal.sweep import eval_curve
 from foveal.train import RunDir, seed_everything, train, use_threads
 
 
-def capped_sparsemax(k: int):  # type: ignore[no-untyped-def]
+def normaliser(k: int, floor: float):  # type: ignore[no-untyped-def]
+    """The sparsemax over each row's ``k`` best scores (0: all), mixed with ``floor`` of a softmax over every key."""
+
     def normalise(logits: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        everywhere = mask
         if k and logits.shape[-1] > k:
             kth = logits.detach().topk(k, dim=-1).indices
             keep = torch.zeros_like(logits, dtype=torch.bool).scatter_(-1, kth, True)
             mask = keep if mask is None else mask & keep
-        return sparsemax(logits, mask)
+        weights = sparsemax(logits, mask)
+        if floor:
+            soft = logits if everywhere is None else logits.masked_fill(~everywhere, -torch.inf)
+            weights = (1 - floor) * weights + floor * soft.softmax(-1)
+        return weights
 
     return normalise
 
@@ -54,7 +62,7 @@ def support(model, dataset, limit: int = 1000) -> dict[str, float]:  # type: ign
         # a cell is background when none of its pixels is in the object's mask
         mask = batch.mask.float().unsqueeze(1)  # (B, 1, 64, 64)
         empty = (torch.nn.functional.adaptive_max_pool2d(mask, grid).flatten(1) == 0).float()
-        sizes.index_add_(0, batch.answer_type, (weights > 0).float().sum(-1))
+        sizes.index_add_(0, batch.answer_type, (weights > 1e-3).float().sum(-1))
         background.index_add_(0, batch.answer_type, (weights * empty).sum(-1))
         count.index_add_(0, batch.answer_type, torch.ones(len(batch.answer)))
         seen += len(batch.answer)
@@ -70,12 +78,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seed", type=int, required=True)
     parser.add_argument("--top-k", type=int, default=0)
+    parser.add_argument("--softmax-floor", type=float, default=0.0, help="this share of the map is a softmax")
     parser.add_argument("--preset", default="quick")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--out", required=True)
     parser.add_argument("--results", default="results/vqa-support.jsonl")
     args = parser.parse_args()
-    core.sparsemax = capped_sparsemax(args.top_k)
+    core.sparsemax = normaliser(args.top_k, args.softmax_floor)
     recipe = get_recipe("easy-vqa")
     sets = parse_sets(args.set)
     config = resolve_config(recipe, args.preset, sets=sets, seed=args.seed, threads=1)
@@ -89,13 +98,14 @@ def main() -> None:
     row = {
         "recipe": "easy-vqa",
         "preset": args.preset,
-        "sets": {"top_k": str(args.top_k), **sets},
+        "sets": {"top_k": str(args.top_k), "softmax_floor": str(args.softmax_floor), **sets},
         "seed": args.seed,
         "metrics": metrics,
         "cpu_s": cpu_s,
         "commit": commit_id(),
         "command": " ".join(
             ["python studies/vqa-support/vqa_support.py", f"--seed {args.seed}", f"--top-k {args.top_k}"]
+            + ([f"--softmax-floor {args.softmax_floor}"] if args.softmax_floor else [])
             + [f"--set {s}" for s in args.set]
             + ([f"--preset {args.preset}"] if args.preset != "quick" else [])
         ),
