@@ -22,6 +22,7 @@ import torch
 from torch.utils.data import DataLoader
 
 import foveal.attention.core as core
+import foveal.recipes.easy_vqa as easy_vqa
 from foveal.attention.normalizers import sparsemax
 from foveal.data.easy_vqa import ANSWER_TYPES
 from foveal.recipes.config import parse_sets, resolve_config
@@ -29,12 +30,16 @@ from foveal.runs import commit_id, get_recipe
 from foveal.sweep import eval_curve
 from foveal.train import RunDir, seed_everything, train, use_threads
 
+WARMING = [False]  # True while the temperature anneals, under --softmax-while-warm
+
 
 def normaliser(k: int, floor: float):  # type: ignore[no-untyped-def]
     """The sparsemax over each row's ``k`` best scores (0: all), mixed with ``floor`` of a softmax over every key."""
 
     def normalise(logits: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         everywhere = mask
+        if WARMING[0]:
+            return (logits if mask is None else logits.masked_fill(~mask, -torch.inf)).softmax(-1)
         if k and logits.shape[-1] > k:
             kth = logits.detach().topk(k, dim=-1).indices
             keep = torch.zeros_like(logits, dtype=torch.bool).scatter_(-1, kth, True)
@@ -79,12 +84,30 @@ def main() -> None:
     parser.add_argument("--seed", type=int, required=True)
     parser.add_argument("--top-k", type=int, default=0)
     parser.add_argument("--softmax-floor", type=float, default=0.0, help="this share of the map is a softmax")
+    parser.add_argument(
+        "--softmax-while-warm", action="store_true", help="a softmax while the temperature anneals, then the sparsemax"
+    )
     parser.add_argument("--preset", default="quick")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--out", required=True)
     parser.add_argument("--results", default="results/vqa-support.jsonl")
     args = parser.parse_args()
     core.sparsemax = normaliser(args.top_k, args.softmax_floor)
+    if args.softmax_while_warm:
+        schedule = easy_vqa.temperature_schedule
+
+        def flagged(config, model):  # type: ignore[no-untyped-def]
+            (anneal,) = schedule(config, model)
+            apply = anneal.apply
+
+            def flag(temperature: float) -> None:
+                WARMING[0] = temperature > anneal.end * (1 + 1e-6)
+                apply(temperature)
+
+            anneal.apply = flag
+            return [anneal]
+
+        easy_vqa.temperature_schedule = flagged
     recipe = get_recipe("easy-vqa")
     sets = parse_sets(args.set)
     config = resolve_config(recipe, args.preset, sets=sets, seed=args.seed, threads=1)
@@ -98,7 +121,12 @@ def main() -> None:
     row = {
         "recipe": "easy-vqa",
         "preset": args.preset,
-        "sets": {"top_k": str(args.top_k), "softmax_floor": str(args.softmax_floor), **sets},
+        "sets": {
+            "top_k": str(args.top_k),
+            "softmax_floor": str(args.softmax_floor),
+            "softmax_while_warm": str(args.softmax_while_warm).lower(),
+            **sets,
+        },
         "seed": args.seed,
         "metrics": metrics,
         "cpu_s": cpu_s,
@@ -106,6 +134,7 @@ def main() -> None:
         "command": " ".join(
             ["python studies/vqa-support/vqa_support.py", f"--seed {args.seed}", f"--top-k {args.top_k}"]
             + ([f"--softmax-floor {args.softmax_floor}"] if args.softmax_floor else [])
+            + (["--softmax-while-warm"] if args.softmax_while_warm else [])
             + [f"--set {s}" for s in args.set]
             + ([f"--preset {args.preset}"] if args.preset != "quick" else [])
         ),
