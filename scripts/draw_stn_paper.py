@@ -1,6 +1,6 @@
 """Draw the STN paper's comparison from its results: the test-error curves and where each transformer looks.
 
-    python scripts/draw_stn_paper.py [--results results/stn-paper.jsonl] [--runs runs/sweeps/stn-paper] \\
+    python scripts/draw_stn_paper.py [--results results/stn-paper.jsonl] [--runs runs/sweeps/stn-paper/stn/paper] \\
         [--out docs/figures]
 
 - ``stn-paper-curves.png``: test error against training steps (the rows' ``curve``), one panel per data set
@@ -126,7 +126,7 @@ def draw_boxes(runs: Path, dataset: str, out: Path, count: int = 6) -> Path | No
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--results", default="results/stn-paper.jsonl")
-    parser.add_argument("--runs", default="runs/sweeps/stn-paper")
+    parser.add_argument("--runs", default="runs/sweeps/stn-paper/stn/paper")
     parser.add_argument("--out", default="docs/figures")
     args = parser.parse_args()
     torch.set_num_threads(1)
