@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 from pathlib import Path
 
 import torch
@@ -25,10 +24,10 @@ import foveal.attention.core as core
 import foveal.recipes.easy_vqa as easy_vqa
 from foveal.attention.normalizers import sparsemax
 from foveal.data.easy_vqa import ANSWER_TYPES
-from foveal.recipes.config import parse_sets, resolve_config
-from foveal.runs import commit_id, get_recipe
+from foveal.recipes.config import parse_sets
+from foveal.runs import RunRequest, commit_id, start_run
 from foveal.sweep import eval_curve
-from foveal.train import RunDir, seed_everything, train, use_threads
+from foveal.train import RunDir
 
 WARMING = [False]  # True while the temperature anneals, under --softmax-while-warm
 
@@ -108,16 +107,10 @@ def main() -> None:
             return [anneal]
 
         easy_vqa.temperature_schedule = flagged
-    recipe = get_recipe("easy-vqa")
     sets = parse_sets(args.set)
-    config = resolve_config(recipe, args.preset, sets=sets, seed=args.seed, threads=1)
-    use_threads(config.threads)
-    seed_everything(args.seed)
-    task = recipe.build(config)
-    started = time.process_time()
-    metrics = train(task, config, args.out)
-    cpu_s = round(time.process_time() - started, 1)
-    metrics |= support(task.model, task.evaluation_set())
+    request = RunRequest("easy-vqa", args.preset, sets=sets, seed=args.seed, threads=1, out=args.out, overwrite=True)
+    run, metrics = start_run(request)
+    metrics |= support(run.task.model, run.task.evaluation_set())
     row = {
         "recipe": "easy-vqa",
         "preset": args.preset,
@@ -129,7 +122,7 @@ def main() -> None:
         },
         "seed": args.seed,
         "metrics": metrics,
-        "cpu_s": cpu_s,
+        "cpu_s": json.loads(RunDir(args.out).info.read_text())["cpu_seconds"],
         "commit": commit_id(),
         "command": " ".join(
             ["python studies/vqa-support/vqa_support.py", f"--seed {args.seed}", f"--top-k {args.top_k}"]
