@@ -10,7 +10,7 @@ import pytest
 from foveal.cli import main
 from foveal.errors import FovealError
 from foveal.runs import holds_this_run
-from foveal.sweep import docs_tables, markdown_table, read_results, results_table, run_sweep
+from foveal.sweep import clopper_pearson, docs_tables, markdown_table, read_results, results_table, run_sweep
 from foveal.train import Interrupted, RunDir
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -224,3 +224,18 @@ def test_a_seed_table_gives_every_run_its_own_line_and_the_settings_that_vary():
         "| --- | --- | --- |",
         "| a | 0 | 1.000 |",
     ]
+
+
+def test_a_pass_table_counts_the_runs_that_meet_every_criterion_with_the_exact_interval():
+    rows = [{"sets": {}, "seed": 300 + i, "metrics": {"acc": 1.0, "mask_mass_shape": 0.9}} for i in range(8)] + [
+        {"sets": {}, "seed": 308, "metrics": {"acc": 1.0, "mask_mass_shape": 0.2}},  # its map off the shape
+        {"sets": {}, "seed": 309, "metrics": {"acc": 0.98}},  # a run without a metric fails
+    ]
+    lines = results_table(rows, "pass:acc>=0.99,mask_mass_shape>=0.8").splitlines()
+    assert lines[0] == "| runs | pass | rate | 95% interval | fail (seeds) | criteria |"
+    # 8 of 10: Clopper-Pearson 0.444-0.975 (the binomial tables' values)
+    assert lines[2] == "| 10 | 8 | 0.80 | 0.44-0.97 | 308, 309 | acc >= 0.99, mask_mass_shape >= 0.8 |"
+    assert results_table(rows[:8], "pass:acc>=0.99").splitlines()[2].startswith("| 8 | 8 | 1.00 | 0.63-1.00 | none")
+    assert [round(x, 4) for x in clopper_pearson(9, 10)] == [0.555, 0.9975]
+    with pytest.raises(FovealError, match="METRIC>=VALUE"):
+        results_table(rows, "pass:acc>0.99")

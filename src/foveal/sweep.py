@@ -14,10 +14,11 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import re
 import shlex
 import statistics
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -366,16 +367,100 @@ def comparison_table(rows: Sequence[dict[str, Any]], metric: str, key: str, base
     return "\n".join(lines)
 
 
+def clopper_pearson(successes: int, trials: int, level: float = 0.95) -> tuple[float, float]:
+    """The exact (Clopper-Pearson) ``level`` interval for a binomial rate seen as ``successes`` of ``trials``.
+
+    Each bound is the rate at which the count seen, or a more extreme one, has chance ``(1 - level) / 2``;
+    found by bisection on the binomial tail, so no statistics package is needed.
+
+    Example:
+        >>> [round(x, 3) for x in clopper_pearson(6, 10)]
+        [0.262, 0.878]
+    """
+    if not 0 <= successes <= trials or trials < 1:
+        raise FovealError(f"expected 0 <= successes <= trials and trials >= 1, got {successes} of {trials}")
+    tail = (1 - level) / 2
+
+    def at_least(p: float) -> float:  # P(X >= successes), rising in p
+        return sum(math.comb(trials, i) * p**i * (1 - p) ** (trials - i) for i in range(successes, trials + 1))
+
+    def at_most(p: float) -> float:  # P(X <= successes), falling in p
+        return sum(math.comb(trials, i) * p**i * (1 - p) ** (trials - i) for i in range(successes + 1))
+
+    def solve(f: Callable[[float], float], rising: bool) -> float:
+        lo, hi = 0.0, 1.0
+        for _ in range(60):
+            mid = (lo + hi) / 2
+            if (f(mid) < tail) == rising:
+                lo = mid
+            else:
+                hi = mid
+        return (lo + hi) / 2
+
+    lower = 0.0 if successes == 0 else solve(at_least, rising=True)
+    upper = 1.0 if successes == trials else solve(at_most, rising=False)
+    return lower, upper
+
+
+def pass_table(rows: Sequence[dict[str, Any]], criteria: str) -> str:
+    """How many runs meet every one of ``criteria`` (``"acc>=0.99,bits_len80<=1"``), with the rate's 95% interval.
+
+    For a promise about a user's seed ("9 of 10 runs answer 99% right"): the runs that fail are named by seed,
+    and the interval (:func:`clopper_pearson`) says what ten runs can tell about the rate. A run that lacks a
+    metric fails.
+
+    Example:
+        >>> rows = [{"sets": {}, "seed": s, "metrics": {"acc": a}} for s, a in ((1, 0.995), (2, 0.9), (3, 1.0))]
+        >>> print(pass_table(rows, "acc>=0.99"))
+        | runs | pass | rate | 95% interval | fail (seeds) | criteria |
+        | --- | --- | --- | --- | --- | --- |
+        | 3 | 2 | 0.67 | 0.09-0.99 | 2 | acc >= 0.99 |
+    """
+    tests = []
+    for part in (p.strip() for p in criteria.split(",") if p.strip()):
+        match = re.fullmatch(r"([\w.]+)\s*(>=|<=)\s*([-+0-9.eE]+)", part)
+        if match is None:
+            raise FovealError(f"a pass criterion is written METRIC>=VALUE or METRIC<=VALUE, got {part!r}")
+        tests.append((match[1], match[2], float(match[3])))
+    if not tests:
+        raise FovealError("pass: expected at least one criterion, such as acc>=0.99")
+
+    def passes(row: dict[str, Any]) -> bool:
+        for name, op, bound in tests:
+            value = _value(row, name)
+            if value is None or not (value >= bound if op == ">=" else value <= bound):
+                return False
+        return True
+
+    failed = [str(row["seed"]) for row in rows if not passes(row)]
+    runs, passed = len(rows), len(rows) - len(failed)
+    lower, upper = clopper_pearson(passed, runs) if runs else (0.0, 1.0)
+    rate = f"{passed / runs:.2f}" if runs else "-"
+    said = ", ".join(f"{name} {op} {bound:g}" for name, op, bound in tests)
+    cells_ = [str(runs), str(passed), rate, f"{lower:.2f}-{upper:.2f}", ", ".join(failed) or "none", said]
+    header = ["runs", "pass", "rate", "95% interval", "fail (seeds)", "criteria"]
+    return "\n".join(
+        [
+            "| " + " | ".join(header) + " |",
+            "| " + " | ".join(["---"] * len(header)) + " |",
+            "| " + " | ".join(cells_) + " |",
+        ]
+    )
+
+
 def results_table(rows: Sequence[dict[str, Any]], metric: str) -> str:
     """The docs table of a results file: :func:`speed_table` for a benchmark's rows, :func:`comparison_table` for
     a metric written ``M:KEY=BASE/NEW`` (``error:model.name=cnn/stcnn``), else :func:`markdown_table`.
 
     ``M@preset`` keeps only the rows that ran a preset as it is, with no other setting: a preset's cost
     (``cpu_s@preset``) or its own scores, apart from the variations a file also holds.
-    ``M@seed`` lists every run on its own line (:func:`seed_table`).
+    ``M@seed`` lists every run on its own line (:func:`seed_table`); ``pass:CRITERIA`` counts the runs that meet
+    them all (:func:`pass_table`).
     """
     if rows and all("case" in row for row in rows):
         return speed_table(rows)
+    if metric.startswith("pass:"):
+        return pass_table(rows, metric.removeprefix("pass:"))
     if metric.endswith("@seed"):
         return seed_table(rows, metric.removesuffix("@seed"))
     if metric.endswith("@preset"):

@@ -214,3 +214,33 @@ def test_temperature_reaches_every_hop_and_divides_its_score():
     assert_close(stacked(V, v_Q).weights, torch.stack(maps, 1))
     stacked.temperature = 2.0
     assert stacked.temperature == 2.0 and all(hop.temperature == 2.0 for hop in stacked.hops)
+
+
+def test_prior_adds_one_question_free_term_of_each_cell_to_every_hop_divided_by_the_temperature():
+    # e_{t,i} += w_p^T tanh(W_p k_i + b_p); alpha_t = softmax(e_t / T)
+    torch.manual_seed(0)
+    stacked = StackedAttention(8, k_dim=4, hops=2, temperature=0.5, prior=True).double()
+    V, v_Q = torch.randn(2, 6, 8, dtype=torch.float64), torch.randn(2, 8, dtype=torch.float64)
+    keys = torch.randn(2, 6, 8, dtype=torch.float64)
+    W_p, w_p = stacked.prior[0], stacked.prior[2]
+    prior = w_p(torch.tanh(W_p(keys))).squeeze(-1)  # (B, N), the same for every question
+    query, maps = v_Q, []
+    for hop in stacked.hops:
+        e = hop.w_a(torch.tanh(hop.W_v(keys) + hop.W_q(query).unsqueeze(1))).squeeze(-1)
+        alpha = torch.softmax((e + prior) / 0.5, dim=-1)
+        query = (alpha.unsqueeze(-1) * V).sum(1) + query
+        maps.append(alpha)
+    assert_close(stacked(V, v_Q, keys=keys).weights, torch.stack(maps, 1))
+    # several questions per picture: each sees the same prior, as one at a time
+    questions = torch.randn(2, 3, 8, dtype=torch.float64)
+    together = stacked(V, questions, keys=keys).weights
+    for j in range(3):
+        assert_close(together[:, j], stacked(V, questions[:, j], keys=keys).weights)
+    # off by default: seed 002's parameters only
+    assert StackedAttention(8, k_dim=4).prior is None
+    assert {k for k in stacked.state_dict() if k.startswith("prior.")} == {
+        "prior.0.weight",
+        "prior.0.bias",
+        "prior.2.weight",
+        "prior.2.bias",
+    }

@@ -18,6 +18,15 @@ object)::
     (toward_t, avoid_t) = W_r,t u_t + b_r,t              (toward_t > 0: near, < 0: far)
 
 Without it a second hop can only move its query by what the first hop saw, not by where it saw it.
+
+``prior=True`` (foveal's addition too) adds to every hop's score a term that reads the cell alone, the same
+for every question, divided by the temperature as the score is::
+
+    e_{t,i} += w_p^T tanh(W_p k_i + b_p)              (k_i: what the scores read, the keys or V)
+
+It is where to look whatever the question: with one object per picture, every question's loss teaches it
+where objects are, and a question that names nothing in the picture ("is there a red shape?" about a blue
+one) still finds the object through it, where its own term alone ties the object with the background.
 """
 
 from __future__ import annotations
@@ -33,7 +42,7 @@ from foveal._torch_private import exportable_output
 from foveal.attention._masks import check_flags
 from foveal.attention.coords import grid_coords
 from foveal.attention.maps import register_map_module
-from foveal.attention.spatial import SpatialAttention
+from foveal.attention.spatial import SPATIAL_NORMALIZERS, SpatialAttention
 from foveal.errors import FovealError
 from foveal.registry import ATTENTION
 
@@ -56,11 +65,13 @@ class StackedAttention(nn.Module):
         k_dim: joint-embedding size of each hop's attention.
         hops: number of attention hops (1 is single-hop attention plus the residual ``+ v_Q``).
         score: each hop's score, as in :class:`SpatialAttention`.
-        normalize: each hop's ``"softmax"`` or ``"sparsemax"``, as in :class:`SpatialAttention`.
+        normalize: each hop's ``"softmax"`` or ``"sparsemax"``, as in :class:`SpatialAttention`; settable after
+            construction (every hop's changes: a schedule may train with a softmax first).
         temperature: divides each hop's score before it is normalised, as in :class:`SpatialAttention`;
             settable after construction (every hop's changes).
         relate: every hop after the first also scores cells by their distance from where the hop
             before it looked, and avoids the cells it looked at (see the module docstring).
+        prior: add a question-independent term of each cell to every hop's score (see the module docstring).
 
     Shape:
         - V: ``(B, N, d)``
@@ -89,17 +100,20 @@ class StackedAttention(nn.Module):
         normalize: str = "softmax",
         relate: bool = False,
         temperature: float = 1.0,
+        prior: bool = False,
     ) -> None:
         super().__init__()
         check_ints(dim=dim, k_dim=k_dim, hops=hops)
-        check_flags(relate=relate)
-        self.dim, self.normalize = dim, normalize
+        check_flags(relate=relate, prior=prior)
+        self.dim = dim
         self.hops = nn.ModuleList(
             SpatialAttention(dim, dim, k_dim, score=score, temperature=temperature, normalize=normalize)
             for _ in range(hops)
         )
         # (toward, avoid) of every hop after the first, read from its query
         self.relations = nn.ModuleList(nn.Linear(dim, 2) for _ in range(hops - 1)) if relate else None
+        # w_p^T tanh(W_p k_i + b_p), shared by every hop and every question
+        self.prior = nn.Sequential(nn.Linear(dim, k_dim), nn.Tanh(), nn.Linear(k_dim, 1)) if prior else None
 
     @property
     def relate(self) -> bool:
@@ -114,6 +128,18 @@ class StackedAttention(nn.Module):
     def temperature(self, value: float) -> None:
         for hop in self.hops:
             cast(SpatialAttention, hop).temperature = value
+
+    @property
+    def normalize(self) -> str:
+        """How every hop's scores become its map; setting it changes every hop's."""
+        return cast(SpatialAttention, self.hops[0]).normalize
+
+    @normalize.setter
+    def normalize(self, value: str) -> None:
+        if value not in SPATIAL_NORMALIZERS:
+            raise FovealError(f"unknown normalize {value!r}; choose from: {', '.join(SPATIAL_NORMALIZERS)}")
+        for hop in self.hops:
+            cast(SpatialAttention, hop).normalize = value
 
     def forward(
         self,
@@ -145,11 +171,18 @@ class StackedAttention(nn.Module):
             )
         check_shape("v_Q", v_Q, ("B", self.dim) if v_Q.dim() == 2 else ("B", None, self.dim), sizes)
         cells = None if self.relations is None else self._positions(V, positions)
+        prior = None
+        if self.prior is not None:
+            prior = self.prior(V if keys is None else keys).squeeze(-1)  # (B, N)
+            prior = prior if v_Q.dim() == 2 else prior.unsqueeze(1).expand(-1, v_Q.shape[1], -1)
         query = v_Q
         glimpses: list[Tensor] = []
         maps: list[Tensor] = []
         for t, hop in enumerate(self.hops):
             bias = None if t == 0 or cells is None else self.relation_bias(t, query, maps[-1], cells)
+            if prior is not None:  # the hop adds a bias after its temperature: divide this term as its score is
+                tempered = prior / cast(SpatialAttention, hop).divisor
+                bias = tempered if bias is None else bias + tempered
             v_filt, weights = hop(V, query, mask, keys, bias=bias)
             query = v_filt + query  # phi, the next hop's query
             glimpses.append(v_filt)

@@ -66,6 +66,9 @@ class StackedOptions:
     # away, as its query says) and avoids the cells it looked at: "the object closest to the red one" is then a hop
     # that finds red and a hop that moves from it (foveal's addition; see StackedAttention)
     relate: bool = False
+    # every hop's score also reads each cell alone, the same for every question: where objects are, learned from
+    # every question, so a question naming what is not in the picture still looks at the object (see StackedAttention)
+    prior: bool = False
 
 
 class StackedHead(VQAHead):
@@ -145,6 +148,7 @@ def _stacked(sizes: HeadSizes, options: StackedOptions, score: str) -> VQAHead:
         normalize=options.normalize,
         relate=options.relate,
         temperature=options.temperature,
+        prior=options.prior,
     )
     return StackedHead(attention, options.readout, options.gate, options.gate_form)
 
