@@ -30,6 +30,7 @@ from foveal.sweep import eval_curve
 from foveal.train import RunDir
 
 WARMING = [False]  # True while the temperature anneals, under --softmax-while-warm
+NOISE = [0.0]  # the training scores' noise, in units of the final temperature's logits (--score-noise)
 
 
 def normaliser(k: int, floor: float):  # type: ignore[no-untyped-def]
@@ -37,6 +38,8 @@ def normaliser(k: int, floor: float):  # type: ignore[no-untyped-def]
 
     def normalise(logits: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         everywhere = mask
+        if NOISE[0] and torch.is_grad_enabled():  # training steps only: evaluations run without gradients
+            logits = logits + NOISE[0] * torch.randn_like(logits)
         if WARMING[0]:
             return (logits if mask is None else logits.masked_fill(~mask, -torch.inf)).softmax(-1)
         if k and logits.shape[-1] > k:
@@ -86,13 +89,19 @@ def main() -> None:
     parser.add_argument(
         "--softmax-while-warm", action="store_true", help="a softmax while the temperature anneals, then the sparsemax"
     )
+    parser.add_argument(
+        "--score-noise",
+        type=float,
+        default=0.0,
+        help="Gaussian noise on the training scores, its std in the final temperature's units (0: none)",
+    )
     parser.add_argument("--preset", default="quick")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--out", required=True)
     parser.add_argument("--results", default="results/vqa-support.jsonl")
     args = parser.parse_args()
     core.sparsemax = normaliser(args.top_k, args.softmax_floor)
-    if args.softmax_while_warm:
+    if args.softmax_while_warm or args.score_noise:
         schedule = easy_vqa.temperature_schedule
 
         def flagged(config, model):  # type: ignore[no-untyped-def]
@@ -100,7 +109,9 @@ def main() -> None:
             apply = anneal.apply
 
             def flag(temperature: float) -> None:
-                WARMING[0] = temperature > anneal.end * (1 + 1e-6)
+                WARMING[0] = args.softmax_while_warm and temperature > anneal.end * (1 + 1e-6)
+                # constant in score units: small against a hot start's logits, `--score-noise` at the end
+                NOISE[0] = args.score_noise * anneal.end / temperature
                 apply(temperature)
 
             anneal.apply = flag
@@ -118,6 +129,7 @@ def main() -> None:
             "top_k": str(args.top_k),
             "softmax_floor": str(args.softmax_floor),
             "softmax_while_warm": str(args.softmax_while_warm).lower(),
+            **({"score_noise": str(args.score_noise)} if args.score_noise else {}),
             **sets,
         },
         "seed": args.seed,
@@ -128,6 +140,7 @@ def main() -> None:
             ["python studies/vqa-support/vqa_support.py", f"--seed {args.seed}", f"--top-k {args.top_k}"]
             + ([f"--softmax-floor {args.softmax_floor}"] if args.softmax_floor else [])
             + (["--softmax-while-warm"] if args.softmax_while_warm else [])
+            + ([f"--score-noise {args.score_noise}"] if args.score_noise else [])
             + [f"--set {s}" for s in args.set]
             + ([f"--preset {args.preset}"] if args.preset != "quick" else [])
         ),

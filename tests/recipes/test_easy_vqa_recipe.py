@@ -76,7 +76,9 @@ def test_model_options_are_model_keys_and_the_heads_are_model_head_options_keys(
     config = resolve_config(recipe, "quick", sets={"model.head_options.hops": "3"})
     # the recipe's default model, every option of its head recorded
     fixed = {"readout": "last", "gate": True, "gate_form": "linear", "temperature": 0.35, "normalize": "sparsemax"}
-    assert config.model == VQASpec(keys="pixels", k_dim=16, head_options={"hops": 3, **fixed, "relate": False})
+    assert config.model == VQASpec(
+        keys="pixels", k_dim=16, head_options={"hops": 3, **fixed, "relate": False, "prior": True}
+    )
     assert "model.head_options.hops = 3" in format_config(config)
     # another head starts from its own options' defaults, whatever order the keys come in
     config = resolve_config(recipe, "quick", sets={"model.head_options.hops": "3", "model.head": "stacked-dot"})
@@ -136,6 +138,29 @@ def test_the_score_temperature_warms_up_from_hot_to_the_models() -> None:
         recipe.build(tiny_config(recipe, temperature_warmup=1.5))
     with pytest.raises(ValueError, match="temperature_from divides the scores"):
         recipe.build(tiny_config(recipe, temperature_from=0.0))
+
+
+@pytest.mark.parametrize("softmax_while_warm", [True, False])
+def test_a_sparsemax_map_is_a_softmax_while_the_temperature_falls(softmax_while_warm: bool) -> None:
+    from foveal.train import Trainer
+
+    load_all()
+    recipe = RECIPES.get("easy-vqa")
+    config = tiny_config(recipe, eval_limit=20, softmax_while_warm=softmax_while_warm)
+    config.model.head_options = {"temperature": 0.5, "normalize": "sparsemax", "prior": True}
+    config.temperature_from, config.temperature_warmup = 8.0, 0.5
+    config.loop.steps, config.loop.batch_size = 4, 2
+    task = recipe.build(config)
+    attention = task.model.head.attention
+    assert attention.normalize == "sparsemax"  # building (as for evaluation) leaves the model's own
+    seen: list[str] = []
+    task.model.register_forward_pre_hook(lambda module, args: seen.append(attention.normalize))
+    trainer = Trainer(task, config)
+    batch = task.collate([task.train_set[i] for i in range(2)])
+    for _ in range(3):
+        trainer.step(batch)  # at temperatures 8, 2, then the model's 0.5
+    warm = "softmax" if softmax_while_warm else "sparsemax"
+    assert seen == [warm, warm, "sparsemax"] and attention.normalize == "sparsemax"
 
 
 @pytest.mark.parametrize(

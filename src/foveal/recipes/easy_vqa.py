@@ -55,13 +55,21 @@ class EasyVQAConfig(RunConfig):
     # is then a product of the named colour and the glimpse's, which runs that never learned it settled off the
     # object), the scores are sharpened (temperature), and the map is exactly zero off the cells it picks (normalize:
     # no haze over the background to read a shape from). One hop, because with two the first read the object and
-    # the second could pass it on by where it looked, off the object. k_dim = 16 halves the step time.
+    # the second could pass it on by where it looked, off the object. A score term of each cell alone, the same for
+    # every question (prior), carries where the object is from the questions that find it to those that name
+    # nothing in the picture. k_dim = 16 halves the step time.
     model: VQASpec = field(
         default_factory=lambda: VQASpec(
             k_dim=16,
             keys="pixels",
             head_options=dict(
-                hops=1, readout="last", gate=True, gate_form="linear", temperature=0.35, normalize="sparsemax"
+                hops=1,
+                readout="last",
+                gate=True,
+                gate_form="linear",
+                temperature=0.35,
+                normalize="sparsemax",
+                prior=True,
             ),
         )
     )
@@ -70,6 +78,10 @@ class EasyVQAConfig(RunConfig):
     # map while the values learn what the cells hold; a sharp map from step 1 settled off the object on some seeds.
     temperature_from: float = 30.0
     temperature_warmup: float = 0.3
+    # While the temperature falls each map is a softmax, whatever the head's normalize: a sparsemax drops a cell
+    # from the map for good (no gradient reaches a cell off its support), so a map that narrowed onto the background
+    # before the values told the object from it stayed there (docs/studies/vqa-support.md).
+    softmax_while_warm: bool = True
     cache_dir: str = ""  # "" = $FOVEAL_CACHE or ~/.cache/foveal
     train_limit: int = 0  # keep the first N training questions (0 = all)
     eval_limit: int = 0  # evaluate on the first N test questions (0 = all)
@@ -204,10 +216,14 @@ def temperature_schedule(config: EasyVQAConfig, model: VQA) -> list[Callback]:
         raise FovealError(f"temperature_from divides the scores, so it must be > 0; got {config.temperature_from}")
     attention = cast(StackedAttention, model.head.attention)
 
+    steps, end = max(1, round(config.temperature_warmup * config.loop.steps)), model.head_options.temperature
+    normalize = model.head_options.normalize
+
     def apply(temperature: float) -> None:
         attention.temperature = temperature
+        warm = config.softmax_while_warm and temperature > end * (1 + 1e-9)
+        attention.normalize = "softmax" if warm else normalize
 
-    steps, end = max(1, round(config.temperature_warmup * config.loop.steps)), model.head_options.temperature
     return [Anneal(apply, start=config.temperature_from, end=end, steps=steps, name="temperature")]
 
 
