@@ -1,11 +1,12 @@
-"""Does a cap on the map's support, or a softmax share of the map, keep easy-vqa's map off the background?
+"""What keeps easy-vqa's map off the background: a cap on its support, a softmax share, noise, a prior?
 
     python studies/vqa-support/vqa_support.py --seed 200 --top-k 0 --out runs/vqa-support/k0-s200
     python studies/vqa-support/vqa_support.py --seed 200 --top-k 16 --out runs/vqa-support/k16-s200
 
-Trains the ``easy-vqa`` task (``--preset``, default ``quick``, and ``--set`` overrides) with the sparsemax of
-its attention restricted to each row's ``--top-k`` best-scoring cells (0: no cap, the recipe as it is) and
-``--softmax-floor`` of each map a softmax over every cell (which gives every cell a gradient), then
+Trains the ``easy-vqa`` task (``--preset``, default ``quick``, and ``--set`` overrides, such as the recipe's
+``softmax_while_warm`` and ``model.head_options.prior``) with the sparsemax of its attention restricted to each
+row's ``--top-k`` best-scoring cells (0: no cap, the recipe as it is), ``--softmax-floor`` of each map a
+softmax over every cell (which gives every cell a gradient) and ``--score-noise`` on the training scores, then
 reads the first 1,000 test questions and reports, beside the recipe's metrics, the map's support (cells with a
 weight above 0.001) per answer type and the share of the map on cells whose pixels are all background. Appends a
 row to ``--results``.
@@ -29,7 +30,6 @@ from foveal.runs import RunRequest, commit_id, start_run
 from foveal.sweep import eval_curve
 from foveal.train import RunDir
 
-WARMING = [False]  # True while the temperature anneals, under --softmax-while-warm
 NOISE = [0.0]  # the training scores' noise, in units of the final temperature's logits (--score-noise)
 
 
@@ -40,8 +40,6 @@ def normaliser(k: int, floor: float):  # type: ignore[no-untyped-def]
         everywhere = mask
         if NOISE[0] and torch.is_grad_enabled():  # training steps only: evaluations run without gradients
             logits = logits + NOISE[0] * torch.randn_like(logits)
-        if WARMING[0]:
-            return (logits if mask is None else logits.masked_fill(~mask, -torch.inf)).softmax(-1)
         if k and logits.shape[-1] > k:
             kth = logits.detach().topk(k, dim=-1).indices
             keep = torch.zeros_like(logits, dtype=torch.bool).scatter_(-1, kth, True)
@@ -87,9 +85,6 @@ def main() -> None:
     parser.add_argument("--top-k", type=int, default=0)
     parser.add_argument("--softmax-floor", type=float, default=0.0, help="this share of the map is a softmax")
     parser.add_argument(
-        "--softmax-while-warm", action="store_true", help="a softmax while the temperature anneals, then the sparsemax"
-    )
-    parser.add_argument(
         "--score-noise",
         type=float,
         default=0.0,
@@ -101,7 +96,7 @@ def main() -> None:
     parser.add_argument("--results", default="results/vqa-support.jsonl")
     args = parser.parse_args()
     core.sparsemax = normaliser(args.top_k, args.softmax_floor)
-    if args.softmax_while_warm or args.score_noise:
+    if args.score_noise:
         schedule = easy_vqa.temperature_schedule
 
         def flagged(config, model):  # type: ignore[no-untyped-def]
@@ -109,7 +104,6 @@ def main() -> None:
             apply = anneal.apply
 
             def flag(temperature: float) -> None:
-                WARMING[0] = args.softmax_while_warm and temperature > anneal.end * (1 + 1e-6)
                 # constant in score units: small against a hot start's logits, `--score-noise` at the end
                 NOISE[0] = args.score_noise * anneal.end / temperature
                 apply(temperature)
@@ -128,7 +122,6 @@ def main() -> None:
         "sets": {
             "top_k": str(args.top_k),
             "softmax_floor": str(args.softmax_floor),
-            "softmax_while_warm": str(args.softmax_while_warm).lower(),
             **({"score_noise": str(args.score_noise)} if args.score_noise else {}),
             **sets,
         },
@@ -139,7 +132,6 @@ def main() -> None:
         "command": " ".join(
             ["python studies/vqa-support/vqa_support.py", f"--seed {args.seed}", f"--top-k {args.top_k}"]
             + ([f"--softmax-floor {args.softmax_floor}"] if args.softmax_floor else [])
-            + (["--softmax-while-warm"] if args.softmax_while_warm else [])
             + ([f"--score-noise {args.score_noise}"] if args.score_noise else [])
             + [f"--set {s}" for s in args.set]
             + ([f"--preset {args.preset}"] if args.preset != "quick" else [])
