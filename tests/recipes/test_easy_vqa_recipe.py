@@ -77,7 +77,7 @@ def test_model_options_are_model_keys_and_the_heads_are_model_head_options_keys(
     # the recipe's default model, every option of its head recorded
     fixed = {"readout": "last", "gate": True, "gate_form": "linear", "temperature": 0.35, "normalize": "sparsemax"}
     assert config.model == VQASpec(
-        keys="pixels", k_dim=16, head_options={"hops": 3, **fixed, "relate": False, "prior": True}
+        keys="pixels", k_dim=16, head_options={"hops": 3, **fixed, "relate": False, "prior": False}
     )
     assert "model.head_options.hops = 3" in format_config(config)
     # another head starts from its own options' defaults, whatever order the keys come in

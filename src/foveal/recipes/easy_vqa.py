@@ -55,9 +55,7 @@ class EasyVQAConfig(RunConfig):
     # is then a product of the named colour and the glimpse's, which runs that never learned it settled off the
     # object), the scores are sharpened (temperature), and the map is exactly zero off the cells it picks (normalize:
     # no haze over the background to read a shape from). One hop, because with two the first read the object and
-    # the second could pass it on by where it looked, off the object. A score term of each cell alone, the same for
-    # every question (prior), carries where the object is from the questions that find it to those that name
-    # nothing in the picture. k_dim = 16 halves the step time.
+    # the second could pass it on by where it looked, off the object. k_dim = 16 halves the step time.
     model: VQASpec = field(
         default_factory=lambda: VQASpec(
             k_dim=16,
@@ -69,7 +67,6 @@ class EasyVQAConfig(RunConfig):
                 gate_form="linear",
                 temperature=0.35,
                 normalize="sparsemax",
-                prior=True,
             ),
         )
     )
@@ -78,10 +75,10 @@ class EasyVQAConfig(RunConfig):
     # map while the values learn what the cells hold; a sharp map from step 1 settled off the object on some seeds.
     temperature_from: float = 30.0
     temperature_warmup: float = 0.3
-    # While the temperature falls each map is a softmax, whatever the head's normalize: a sparsemax drops a cell
-    # from the map for good (no gradient reaches a cell off its support), so a map that narrowed onto the background
-    # before the values told the object from it stayed there (docs/studies/vqa-support.md).
-    softmax_while_warm: bool = True
+    # While the temperature falls each map is a softmax, whatever the head's normalize (a sparsemax gives no gradient
+    # to a cell it has dropped). With the head's prior it moved maps that settled on the background onto the object,
+    # but kept a rim around the shape and learned slower on other seeds: off by default (docs/studies/vqa-support.md).
+    softmax_while_warm: bool = False
     cache_dir: str = ""  # "" = $FOVEAL_CACHE or ~/.cache/foveal
     train_limit: int = 0  # keep the first N training questions (0 = all)
     eval_limit: int = 0  # evaluate on the first N test questions (0 = all)
