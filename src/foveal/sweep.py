@@ -368,10 +368,9 @@ def comparison_table(rows: Sequence[dict[str, Any]], metric: str, key: str, base
 
 
 def clopper_pearson(successes: int, trials: int, level: float = 0.95) -> tuple[float, float]:
-    """The exact (Clopper-Pearson) ``level`` interval for a binomial rate seen as ``successes`` of ``trials``.
-
-    Each bound is the rate at which the count seen, or a more extreme one, has chance ``(1 - level) / 2``;
-    found by bisection on the binomial tail, so no statistics package is needed.
+    """The exact (Clopper-Pearson) ``level`` interval of a binomial rate seen as ``successes`` of ``trials``: each
+    bound is the rate at which a count as extreme as the one seen has chance ``(1 - level) / 2``, found by bisection
+    on the binomial tail (no statistics package).
 
     Example:
         >>> [round(x, 3) for x in clopper_pearson(6, 10)]
@@ -381,24 +380,18 @@ def clopper_pearson(successes: int, trials: int, level: float = 0.95) -> tuple[f
         raise FovealError(f"expected 0 <= successes <= trials and trials >= 1, got {successes} of {trials}")
     tail = (1 - level) / 2
 
-    def at_least(p: float) -> float:  # P(X >= successes), rising in p
-        return sum(math.comb(trials, i) * p**i * (1 - p) ** (trials - i) for i in range(successes, trials + 1))
-
-    def at_most(p: float) -> float:  # P(X <= successes), falling in p
-        return sum(math.comb(trials, i) * p**i * (1 - p) ** (trials - i) for i in range(successes + 1))
+    def mass(p: float, counts: range) -> float:
+        return sum(math.comb(trials, i) * p**i * (1 - p) ** (trials - i) for i in counts)
 
     def solve(f: Callable[[float], float], rising: bool) -> float:
         lo, hi = 0.0, 1.0
         for _ in range(60):
             mid = (lo + hi) / 2
-            if (f(mid) < tail) == rising:
-                lo = mid
-            else:
-                hi = mid
+            lo, hi = (mid, hi) if (f(mid) < tail) == rising else (lo, mid)
         return (lo + hi) / 2
 
-    lower = 0.0 if successes == 0 else solve(at_least, rising=True)
-    upper = 1.0 if successes == trials else solve(at_most, rising=False)
+    lower = 0.0 if successes == 0 else solve(lambda p: mass(p, range(successes, trials + 1)), rising=True)
+    upper = 1.0 if successes == trials else solve(lambda p: mass(p, range(successes + 1)), rising=False)
     return lower, upper
 
 
@@ -439,13 +432,7 @@ def pass_table(rows: Sequence[dict[str, Any]], criteria: str) -> str:
     said = ", ".join(f"{name} {op} {bound:g}" for name, op, bound in tests)
     cells_ = [str(runs), str(passed), rate, f"{lower:.2f}-{upper:.2f}", ", ".join(failed) or "none", said]
     header = ["runs", "pass", "rate", "95% interval", "fail (seeds)", "criteria"]
-    return "\n".join(
-        [
-            "| " + " | ".join(header) + " |",
-            "| " + " | ".join(["---"] * len(header)) + " |",
-            "| " + " | ".join(cells_) + " |",
-        ]
-    )
+    return "\n".join("| " + " | ".join(line) + " |" for line in (header, ["---"] * len(header), cells_))
 
 
 def results_table(rows: Sequence[dict[str, Any]], metric: str) -> str:

@@ -61,12 +61,7 @@ class EasyVQAConfig(RunConfig):
             k_dim=16,
             keys="pixels",
             head_options=dict(
-                hops=1,
-                readout="last",
-                gate=True,
-                gate_form="linear",
-                temperature=0.35,
-                normalize="sparsemax",
+                hops=1, readout="last", gate=True, gate_form="linear", temperature=0.35, normalize="sparsemax"
             ),
         )
     )
@@ -75,10 +70,7 @@ class EasyVQAConfig(RunConfig):
     # map while the values learn what the cells hold; a sharp map from step 1 settled off the object on some seeds.
     temperature_from: float = 30.0
     temperature_warmup: float = 0.3
-    # While the temperature falls each map is a softmax, whatever the head's normalize (a sparsemax gives no gradient
-    # to a cell it has dropped). With the head's prior it moved maps that settled on the background onto the object,
-    # but kept a rim around the shape and learned slower on other seeds: off by default (docs/studies/vqa-support.md).
-    softmax_while_warm: bool = False
+    softmax_while_warm: bool = False  # a softmax map while it falls (docs/studies/vqa-support.md: not a fix)
     cache_dir: str = ""  # "" = $FOVEAL_CACHE or ~/.cache/foveal
     train_limit: int = 0  # keep the first N training questions (0 = all)
     eval_limit: int = 0  # evaluate on the first N test questions (0 = all)
@@ -177,17 +169,13 @@ def show(model: VQA, dataset: EasyVQA, figures_dir: Path, count: int = 8) -> lis
     predictions = out.logits.argmax(-1).tolist()
     titles = []
     for q, predicted, truth in zip(picks, predictions, batch.answer.tolist(), strict=True):
-        mark = "ok" if predicted == truth else "WRONG"
-        titles.append(
-            f"{dataset.question_text(q)}\npred: {dataset.answers[predicted]} | truth: {dataset.answers[truth]} ({mark})"
-        )
+        said, right = f"pred: {dataset.answers[predicted]} | truth: {dataset.answers[truth]}", predicted == truth
+        titles.append(f"{dataset.question_text(q)}\n{said} ({'ok' if right else 'WRONG'})")
     maps = [None] * count if out.attention is None else list(out.attention.cpu())
     images = [denormalize(image) for image in batch.image]
     masks = [sample.mask for sample in samples]
-    path = attention_figure(
-        images, maps, titles, figures_dir / "attention.png", grid=(model.grid, model.grid), masks=masks
-    )
-    return [path]
+    grid = (model.grid, model.grid)
+    return [attention_figure(images, maps, titles, figures_dir / "attention.png", grid=grid, masks=masks)]
 
 
 def build(config: EasyVQAConfig) -> Task:
@@ -212,14 +200,12 @@ def temperature_schedule(config: EasyVQAConfig, model: VQA) -> list[Callback]:
     if not config.temperature_from > 0:
         raise FovealError(f"temperature_from divides the scores, so it must be > 0; got {config.temperature_from}")
     attention = cast(StackedAttention, model.head.attention)
-
     steps, end = max(1, round(config.temperature_warmup * config.loop.steps)), model.head_options.temperature
-    normalize = model.head_options.normalize
 
     def apply(temperature: float) -> None:
         attention.temperature = temperature
         warm = config.softmax_while_warm and temperature > end * (1 + 1e-9)
-        attention.normalize = "softmax" if warm else normalize
+        attention.normalize = "softmax" if warm else model.head_options.normalize
 
     return [Anneal(apply, start=config.temperature_from, end=end, steps=steps, name="temperature")]
 
