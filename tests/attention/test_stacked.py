@@ -7,6 +7,8 @@ import torch
 from torch.testing import assert_close
 
 from foveal import SpatialAttention, StackedAttention
+from foveal.attention.normalizers import sparsemax
+from foveal.errors import FovealError
 
 
 def _inputs(B=3, N=6, d=8):
@@ -244,3 +246,20 @@ def test_prior_adds_one_question_free_term_of_each_cell_to_every_hop_divided_by_
         "prior.2.weight",
         "prior.2.bias",
     }
+
+
+def test_normalize_set_on_the_module_reaches_every_hop_and_is_checked():
+    torch.manual_seed(0)
+    stacked = StackedAttention(8, k_dim=4, hops=2)
+    V, v_Q = _inputs()
+    stacked.normalize = "sparsemax"
+    assert [hop.normalize for hop in stacked.hops] == ["sparsemax", "sparsemax"]
+    query = v_Q
+    for t, hop in enumerate(stacked.hops):  # each hop's map is now its scores' sparsemax: exact zeros
+        e = hop.w_a(torch.tanh(hop.W_v(V) + hop.W_q(query).unsqueeze(1))).squeeze(-1)
+        alpha = sparsemax(e)
+        assert_close(stacked(V, v_Q).weights[:, t], alpha)
+        query = (alpha.unsqueeze(-1) * V).sum(1) + query
+    with pytest.raises(FovealError, match="unknown normalize 'entmax'"):
+        stacked.normalize = "entmax"
+    assert stacked.normalize == "sparsemax"

@@ -107,8 +107,6 @@ class SpatialAttention(nn.Module):
             raise FovealError(
                 f"score={score!r} compares v_i with h_Q directly: needs q_dim == c_dim, got {q_dim} != {c_dim}"
             )
-        if normalize not in SPATIAL_NORMALIZERS:
-            raise FovealError(f"unknown normalize {normalize!r}; choose from: {', '.join(SPATIAL_NORMALIZERS)}")
         self.c_dim, self.q_dim, self.score, self.normalize = c_dim, q_dim, score, normalize
         # A buffer, not a float: a schedule changing it during training does not recompile a compiled model;
         # not persistent, so a state_dict holds the seed's parameters only.
@@ -122,6 +120,7 @@ class SpatialAttention(nn.Module):
             self.activation = nn.Tanh()
 
     divisor: Tensor
+    _normalize: str
 
     @property
     def temperature(self) -> float:
@@ -133,6 +132,17 @@ class SpatialAttention(nn.Module):
         check_number("temperature", value, why="it divides the score")
         with torch.no_grad():
             self.divisor.fill_(value)
+
+    @property
+    def normalize(self) -> str:
+        """How the scores become ``alpha``: ``"softmax"`` or ``"sparsemax"`` (settable: a schedule may switch it)."""
+        return self._normalize
+
+    @normalize.setter
+    def normalize(self, value: str) -> None:
+        if value not in SPATIAL_NORMALIZERS:
+            raise FovealError(f"unknown normalize {value!r}; choose from: {', '.join(SPATIAL_NORMALIZERS)}")
+        self._normalize = value
 
     def forward(
         self,

@@ -42,7 +42,7 @@ from foveal._torch_private import exportable_output
 from foveal.attention._masks import check_flags
 from foveal.attention.coords import grid_coords
 from foveal.attention.maps import register_map_module
-from foveal.attention.spatial import SPATIAL_NORMALIZERS, SpatialAttention
+from foveal.attention.spatial import SpatialAttention
 from foveal.errors import FovealError
 from foveal.registry import ATTENTION
 
@@ -136,8 +136,6 @@ class StackedAttention(nn.Module):
 
     @normalize.setter
     def normalize(self, value: str) -> None:
-        if value not in SPATIAL_NORMALIZERS:
-            raise FovealError(f"unknown normalize {value!r}; choose from: {', '.join(SPATIAL_NORMALIZERS)}")
         for hop in self.hops:
             cast(SpatialAttention, hop).normalize = value
 
